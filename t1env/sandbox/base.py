@@ -1,0 +1,175 @@
+"""The Sandbox contract shared by every backend (local bubblewrap, Docker).
+
+Lifecycle: ``start()`` → ``shell_argv()`` (a command line that spawns an interactive bash inside)
+→ ``exec(argv, timeout)`` / ``put_file`` / ``get_file`` → ``stop()``. ``stop()`` is idempotent and
+leaves nothing behind: no process, no container, no temporary directory.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from t1env.task import Task
+
+# The environment every sandboxed process starts with (backends add nothing else from the host).
+BASE_ENV: dict[str, str] = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "xterm-256color",
+    # Pagers and editors would wait for keys that a command-mode agent never sends.
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "GIT_EDITOR": "true",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be started or used. The message is one line saying what to do."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Isolation settings of one sandbox, usually taken from a task's ``[environment]``."""
+
+    workdir: str = "/app"
+    network: bool = False
+    memory_mb: int = 2048
+    pids: int = 512
+    file_size_mb: int = 1024
+    cpu_seconds: int = 3600
+    cpus: float = 1.0
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_task(cls, task: Task, **overrides) -> "SandboxConfig":
+        e = task.spec.environment
+        kw = dict(
+            workdir=e.workdir,
+            network=e.network,
+            memory_mb=e.memory_mb,
+            pids=e.pids,
+            file_size_mb=e.file_size_mb,
+            cpu_seconds=e.cpu_seconds,
+            cpus=e.cpus,
+        )
+        kw.update(overrides)
+        return cls(**kw)
+
+    def environ(self) -> dict[str, str]:
+        return {**BASE_ENV, **self.env}
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    duration: float
+
+
+class Sandbox(ABC):
+    """One isolated machine-like environment for one episode."""
+
+    name = "abstract"
+
+    def __init__(self, config: SandboxConfig):
+        self.config = config
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @abstractmethod
+    def start(self) -> None:
+        """Create the isolated environment with an empty, writable workdir."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Kill everything inside and delete all state. Idempotent."""
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool:
+        """Whether the sandbox is started and its processes can still run."""
+
+    # -- processes ---------------------------------------------------------------------------
+    @abstractmethod
+    def shell_argv(self) -> list[str]:
+        """argv that starts an interactive ``bash`` inside the sandbox, in the workdir."""
+
+    def spawn_env(self) -> dict[str, str]:
+        """Environment for the process started from :meth:`shell_argv`."""
+        return self.config.environ()
+
+    def preexec(self) -> Callable[[], None] | None:
+        """A function to run in the child between fork and exec of :meth:`shell_argv` (or None)."""
+        return None
+
+    @abstractmethod
+    def exec(
+        self,
+        argv: list[str],
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` to completion inside the sandbox (stdin is empty), killing it after ``timeout``."""
+
+    def foreground_busy(self, shell_pid: int) -> bool:
+        """Whether a program other than the shell owns the terminal (e.g. a REPL started by keys).
+
+        ``shell_pid`` is the shell's pid as seen inside the sandbox. Backends may override this
+        with something cheaper than a process start.
+        """
+        r = self.exec(["cat", f"/proc/{shell_pid}/stat"], timeout=5)
+        fields = r.stdout.decode(errors="replace").rsplit(")", 1)[-1].split()
+        # after the command name: state ppid pgrp session tty_nr tpgid
+        return len(fields) > 5 and fields[2] != fields[5] and fields[5] != "-1"
+
+    # -- files -------------------------------------------------------------------------------
+    @abstractmethod
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write ``data`` to absolute ``path`` inside the sandbox (parents are created)."""
+
+    @abstractmethod
+    def get_file(self, path: str) -> bytes:
+        """Read the file at absolute ``path`` inside the sandbox. Raises FileNotFoundError."""
+
+    def put_tree(self, src: Path, dest: str) -> None:
+        """Copy the contents of host directory ``src`` into ``dest`` inside the sandbox."""
+        for p in sorted(Path(src).rglob("*")):
+            if p.is_file():
+                rel = p.relative_to(src).as_posix()
+                self.put_file(f"{dest.rstrip('/')}/{rel}", p.read_bytes(), p.stat().st_mode & 0o777)
+
+    # -- conveniences ------------------------------------------------------------------------
+    def __enter__(self) -> "Sandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self):  # a forgotten sandbox must not leak processes or files
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+
+def tar_of_tree(src: Path, arcroot: str = ".") -> bytes:
+    """A tar archive (bytes) of directory ``src``'s contents, for backends that copy by archive."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(src), arcname=arcroot)
+    return buf.getvalue()

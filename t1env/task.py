@@ -1,0 +1,204 @@
+"""Task packages: the folder format every t1 task ships in, parsed and validated.
+
+A task package is a folder::
+
+    my-task/
+      task.toml          metadata, limits, environment (schema: :class:`TaskSpec`)
+      instruction.md     what the agent is asked to do (the first observation)
+      environment/       files copied into the workdir (/app) at reset; optional setup.sh
+                         (run inside the sandbox before the agent starts) and Dockerfile
+      solution/solve.sh  the oracle: a script that solves the task from the starting state
+      tests/             pytest files; each collected test is one check of the verifier
+
+A malformed package raises :class:`TaskError` whose message is one line naming the file
+and the field, e.g. ``tasks/foo/task.toml: limits.max_turns: Input should be a valid integer``.
+
+Example:
+    >>> from t1env.task import load_task
+    >>> from t1env.registry import builtin_tasks_dir
+    >>> task = load_task(builtin_tasks_dir() / "hello-file")
+    >>> task.spec.id, task.spec.limits.max_turns > 0
+    ('hello-file', True)
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+TASK_FILE = "task.toml"
+INSTRUCTION_FILE = "instruction.md"
+ENV_DIR = "environment"
+SOLUTION_FILE = "solution/solve.sh"
+TESTS_DIR = "tests"
+
+# Files inside environment/ that configure the sandbox instead of being copied into the workdir.
+ENV_CONTROL_FILES = frozenset({"setup.sh", "Dockerfile", ".dockerignore"})
+
+
+class TaskError(ValueError):
+    """A task package is malformed. The message is one line naming the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Strict):
+    max_turns: int = Field(50, ge=1, description="Agent actions allowed before the episode is truncated.")
+    command_timeout: float = Field(30.0, gt=0, description="Seconds one shell command may run before Ctrl-C.")
+    agent_timeout: float = Field(1800.0, gt=0, description="Wall-clock seconds for the whole agent episode.")
+    verifier_timeout: float = Field(120.0, gt=0, description="Seconds the verifier may run.")
+    setup_timeout: float = Field(120.0, gt=0, description="Seconds environment/setup.sh may run.")
+
+
+class Environment(_Strict):
+    workdir: str = Field("/app", description="Absolute working directory of the agent's shell.")
+    network: bool = Field(False, description="Whether the sandbox may reach the network.")
+    tools: tuple[str, ...] = Field((), description="Programs the task needs on PATH inside the sandbox.")
+    docker_image: str | None = Field(None, description="Docker image to run (Docker backend).")
+    dockerfile: str | None = Field(None, description="Dockerfile path relative to environment/.")
+    memory_mb: int = Field(2048, ge=64, description="Memory limit of the sandbox.")
+    cpus: float = Field(1.0, gt=0, description="CPU quota (Docker backend).")
+    pids: int = Field(512, ge=16, description="Maximum number of processes in the sandbox.")
+    file_size_mb: int = Field(1024, ge=1, description="Largest file a process may write.")
+    cpu_seconds: int = Field(3600, ge=1, description="CPU time limit per process (RLIMIT_CPU).")
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/") or ".." in v.split("/"):
+            raise ValueError("must be an absolute path without '..'")
+        return v
+
+
+class TaskSpec(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)
+    title: str = Field(min_length=1)
+    category: str = Field(min_length=1)
+    difficulty: Literal["easy", "medium", "hard"]
+    tags: tuple[str, ...] = ()
+    author: str | None = None
+    limits: Limits = Limits()
+    environment: Environment = Environment()
+
+
+@dataclass(frozen=True)
+class Task:
+    """A parsed, validated task package."""
+
+    path: Path
+    spec: TaskSpec
+    instruction: str
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def env_dir(self) -> Path:
+        return self.path / ENV_DIR
+
+    @property
+    def setup_script(self) -> Path | None:
+        p = self.env_dir / "setup.sh"
+        return p if p.is_file() else None
+
+    @property
+    def dockerfile(self) -> Path | None:
+        name = self.spec.environment.dockerfile or "Dockerfile"
+        p = self.env_dir / name
+        return p if p.is_file() else None
+
+    @property
+    def solution(self) -> Path:
+        return self.path / SOLUTION_FILE
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / TESTS_DIR
+
+    def workdir_files(self) -> list[Path]:
+        """Top-level entries of environment/ that are copied into the workdir."""
+        if not self.env_dir.is_dir():
+            return []
+        return sorted(p for p in self.env_dir.iterdir() if p.name not in ENV_CONTROL_FILES)
+
+    def declared_checks(self) -> list[str]:
+        """Check names found statically in tests/ (``file.py::test_x`` or ``file.py::TestC::test_x``).
+
+        Used as the list of checks when the verifier dies before pytest can collect. A
+        parametrized test counts once here; pytest's collection (when it succeeds) is authoritative.
+        """
+        return declared_checks(self.tests_dir)
+
+
+def declared_checks(tests_dir: Path) -> list[str]:
+    names: list[str] = []
+    for f in sorted(tests_dir.rglob("test_*.py")):
+        rel = f.relative_to(tests_dir).as_posix()
+        try:
+            tree = ast.parse(f.read_bytes(), filename=str(f))
+        except SyntaxError as e:
+            raise TaskError(f"{f}: line {e.lineno}: syntax error in test file: {e.msg}") from None
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                names.append(f"{rel}::{node.name}")
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                for sub in node.body:
+                    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
+                        names.append(f"{rel}::{node.name}::{sub.name}")
+    return names
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "(root)"
+
+
+def load_task(path: str | Path) -> Task:
+    """Parse and validate the task package at ``path``. Raises :class:`TaskError` (one line)."""
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise TaskError(f"{path}: not a directory (a task package is a folder with {TASK_FILE})")
+    toml_path = root / TASK_FILE
+    if not toml_path.is_file():
+        raise TaskError(f"{toml_path}: missing (every task package needs {TASK_FILE})")
+    try:
+        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{toml_path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise TaskError(f"{toml_path}: not UTF-8 text") from None
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise TaskError(f"{toml_path}: {_field_path(err['loc'])}: {err['msg']}{more}") from None
+
+    instr_path = root / INSTRUCTION_FILE
+    if not instr_path.is_file():
+        raise TaskError(f"{instr_path}: missing (the instruction shown to the agent)")
+    instruction = instr_path.read_text(encoding="utf-8", errors="replace").strip()
+    if not instruction:
+        raise TaskError(f"{instr_path}: empty (the instruction shown to the agent)")
+    solve = root / SOLUTION_FILE
+    if not solve.is_file():
+        raise TaskError(f"{solve}: missing (the oracle solution script)")
+    tests = root / TESTS_DIR
+    if not tests.is_dir() or not any(tests.rglob("test_*.py")):
+        raise TaskError(f"{tests}: no test_*.py files (each test function is one verifier check)")
+    if not declared_checks(tests):
+        raise TaskError(f"{tests}: no test functions found (name them test_*)")
+    env = root / ENV_DIR
+    if env.exists() and not env.is_dir():
+        raise TaskError(f"{env}: must be a directory")
+    df = spec.environment.dockerfile
+    if df is not None and not (env / df).is_file():
+        raise TaskError(f"{toml_path}: environment.dockerfile: {env / df} does not exist")
+    return Task(path=root, spec=spec, instruction=instruction)
