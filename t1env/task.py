@@ -181,6 +181,8 @@ def load_task(path: str | Path) -> Task:
         more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
         raise TaskError(f"{toml_path}: {_field_path(err['loc'])}: {err['msg']}{more}") from None
 
+    if spec.id != root.name:
+        raise TaskError(f"{toml_path}: id: {spec.id!r} must equal the folder name {root.name!r}")
     instr_path = root / INSTRUCTION_FILE
     if not instr_path.is_file():
         raise TaskError(f"{instr_path}: missing (the instruction shown to the agent)")

@@ -1,0 +1,25 @@
+"""Sandbox backends. ``local`` (bubblewrap, the default, no Docker needed) and ``docker``."""
+
+from __future__ import annotations
+
+from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from t1env.task import Task
+
+BACKENDS = ("local", "docker")
+
+
+def make_sandbox(backend: str, task: Task, **config_overrides) -> Sandbox:
+    """A not-yet-started sandbox of kind ``backend`` configured for ``task``."""
+    config = SandboxConfig.from_task(task, **config_overrides)
+    if backend == "local":
+        from t1env.sandbox.local import LocalSandbox
+
+        return LocalSandbox(config)
+    if backend == "docker":
+        from t1env.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(config, task=task)
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+
+
+__all__ = ["BACKENDS", "ExecResult", "Sandbox", "SandboxConfig", "SandboxError", "make_sandbox"]

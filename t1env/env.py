@@ -1,0 +1,295 @@
+"""TerminalEnv: the Gymnasium environment ``T1Terminal-v0``.
+
+An episode: ``reset()`` starts a fresh sandbox for one task, copies the task's files into the
+workdir, runs its ``setup.sh`` and opens a shell; the observation is the instruction. Each
+``step(action)`` runs a command (or types keys) and observes its output. The episode ends when
+the agent submits (``terminated``), or on the turn limit or the agent time limit (``truncated``);
+then the task's verifier runs and the reward is given — by default the number of passing checks.
+
+Actions (see :class:`t1env.spaces.ShellAction`):
+
+* ``"ls -la"`` or ``{"command": "make", "timeout": 120}`` — run a command, observe its output;
+* ``{"keys": ["python3", "Enter"], "wait": 1.0}`` — type keys, observe the screen;
+* ``{"submit": True}`` — end the episode and be judged.
+
+Example:
+    >>> import gymnasium as gym, t1env
+    >>> env = gym.make("T1Terminal-v0", task="hello-file")
+    >>> obs, info = env.reset(seed=0)
+    >>> obs, reward, terminated, truncated, info = env.step({"submit": True})
+    >>> terminated, reward < info["total"]
+    (True, True)
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+import gymnasium as gym
+
+from t1env.registry import get_task, list_tasks
+from t1env.sandbox import BACKENDS, Sandbox, SandboxError, make_sandbox
+from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
+from t1env.spaces import ShellAction, TerminalText
+from t1env.task import Task, TaskError
+from t1env.verify import REWARD_MODES, CheckResult, VerifyResult, verify
+
+_NOTE_ROOM = 1024  # room for t1's notes on top of the captured output
+
+
+class SetupError(RuntimeError):
+    """A task's environment could not be prepared (its setup.sh failed). Names the task."""
+
+
+class TerminalEnv(gym.Env[str, Any]):
+    """A real shell in a sandbox, one task per episode. See the module docstring.
+
+    Args:
+        task: one task id (or a path to a task package).
+        tasks: several task ids; ``reset(seed=...)`` picks one from the seed.
+        split: ``"train"`` or ``"test"``: all built-in (and discovered) tasks of that split.
+        backend: ``"local"`` (bubblewrap, default) or ``"docker"``.
+        reward_mode: ``"count"`` (passing checks, default), ``"fraction"`` or ``"binary"``.
+        max_turns: actions allowed before truncation (default: the task's ``limits.max_turns``).
+        command_timeout: default seconds per command (default: the task's).
+        agent_timeout: wall-clock seconds per episode (default: the task's).
+        verifier_timeout: seconds for the verifier (default: the task's).
+        task_dirs: extra folders to find task packages in.
+        max_output_bytes: output kept per command (head and tail; the middle is dropped).
+        verify_on_truncate: run the verifier (and give its reward) when the episode is truncated.
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        task: str | None = None,
+        tasks: Iterable[str] | None = None,
+        split: str | None = None,
+        backend: str = "local",
+        reward_mode: str = "count",
+        max_turns: int | None = None,
+        command_timeout: float | None = None,
+        agent_timeout: float | None = None,
+        verifier_timeout: float | None = None,
+        task_dirs: Iterable[str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT,
+        verify_on_truncate: bool = True,
+        render_mode: str | None = None,
+    ):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {reward_mode!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if sum(x is not None for x in (task, tasks, split)) > 1:
+            raise ValueError("give at most one of task=, tasks= and split=")
+        self.task_dirs = list(task_dirs or [])
+        if task is not None:
+            ids = [task]
+        elif tasks is not None:
+            ids = list(tasks)
+        else:
+            ids = list_tasks(split=split, task_dirs=self.task_dirs)
+        if not ids:
+            raise TaskError(f"no tasks to run (split={split!r}); check task_dirs / T1ENV_TASK_PATH")
+        self.task_ids = ids
+        for tid in ids:  # fail at construction, not in the middle of training
+            get_task(tid, self.task_dirs)
+        self.backend = backend
+        self.reward_mode = reward_mode
+        self._max_turns = max_turns
+        self._command_timeout = command_timeout
+        self._agent_timeout = agent_timeout
+        self._verifier_timeout = verifier_timeout
+        self.max_output_bytes = max_output_bytes
+        self.verify_on_truncate = verify_on_truncate
+        self.render_mode = render_mode
+
+        self.observation_space = TerminalText(max_length=max(max_output_bytes * 4, 65536) + _NOTE_ROOM)
+        self.action_space = ShellAction()
+
+        self.task: Task | None = None
+        self.sandbox: Sandbox | None = None
+        self.shell: ShellSession | None = None
+        self.turn = 0
+        self._done = True
+        self._t_start = 0.0
+        self._last = ""
+        self.last_verification: VerifyResult | None = None
+
+    # -- limits of the current episode --------------------------------------------------------
+    @property
+    def max_turns(self) -> int:
+        assert self.task is not None
+        return self._max_turns or self.task.spec.limits.max_turns
+
+    def _limit(self, override: float | None, name: str) -> float:
+        assert self.task is not None
+        return override if override is not None else getattr(self.task.spec.limits, name)
+
+    # -- gymnasium API ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        self._teardown()
+        options = options or {}
+        if "task" in options:
+            tid = options["task"]
+        elif len(self.task_ids) == 1:
+            tid = self.task_ids[0]
+        else:
+            tid = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
+        self.task = get_task(tid, self.task_dirs)
+        self.sandbox = make_sandbox(self.backend, self.task)
+        try:
+            self.sandbox.start()
+            self._prepare_workdir(self.task, self.sandbox)
+            self.shell = ShellSession(self.sandbox, max_output_bytes=self.max_output_bytes)
+            self.shell.start()
+        except BaseException:
+            self._teardown()
+            raise
+        self.turn = 0
+        self._done = False
+        self._t_start = time.monotonic()
+        self.last_verification = None
+        self._last = f"[task {self.task.id}]\n{self.task.instruction}\n"
+        info = {
+            "task_id": self.task.id,
+            "instruction": self.task.instruction,
+            "category": self.task.spec.category,
+            "difficulty": self.task.spec.difficulty,
+            "backend": self.backend,
+            "max_turns": self.max_turns,
+        }
+        return self.task.instruction, info
+
+    def _prepare_workdir(self, task: Task, box: Sandbox) -> None:
+        wd = box.config.workdir
+        for p in task.workdir_files():
+            if p.is_dir():
+                box.put_tree(p, f"{wd}/{p.name}")
+            else:
+                box.put_file(f"{wd}/{p.name}", p.read_bytes(), p.stat().st_mode & 0o777)
+        if task.setup_script is not None:
+            path = "/tmp/.t1-setup.sh"
+            box.put_file(path, task.setup_script.read_bytes(), 0o700)
+            r = box.exec(["bash", path], timeout=task.spec.limits.setup_timeout)
+            box.exec(["rm", "-f", path], timeout=10)
+            if r.exit_code != 0:
+                why = "timed out" if r.timed_out else f"exited with {r.exit_code}"
+                tail = clean_output(r.stdout + r.stderr).strip().splitlines()[-3:]
+                raise SetupError(f"{task.setup_script}: setup {why}: {' | '.join(tail)}")
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
+        if self._done or self.shell is None:
+            raise RuntimeError("the episode is over (or was never started): call reset() before step()")
+        kind, payload = self._parse(action)
+        info: dict[str, Any] = {"task_id": self.task.id if self.task else None, "action": kind}
+        if kind == "submit":
+            obs = self._finish(info, "submitted")
+            return obs, self._reward(), True, False, info
+
+        self.turn += 1
+        info["turn"] = self.turn
+        try:
+            if kind == "command":
+                timeout = float(payload.get("timeout") or self._limit(self._command_timeout, "command_timeout"))
+                r = self.shell.run(payload["command"], timeout=timeout)
+                obs = r.observation
+                info.update(
+                    exit_code=r.exit_code,
+                    duration=r.duration,
+                    timed_out=r.timed_out,
+                    output_truncated=r.truncated,
+                    shell_restarted=r.restarted,
+                )
+                self._last = f"$ {payload['command']}\n{obs}"
+            else:
+                t0 = time.monotonic()
+                obs = self.shell.send_keys(payload["keys"], wait=float(payload.get("wait", 0.5)))
+                info.update(exit_code=None, duration=time.monotonic() - t0, timed_out=False, output_truncated=False)
+                self._last = obs
+        except (SandboxError, OSError) as e:
+            # the sandbox itself failed (e.g. its container was killed): end the episode honestly
+            info["error"] = f"sandbox failure: {e}"
+            obs = f"[t1] the sandbox failed and the episode was ended: {e}"
+            self._finish(info, "sandbox_error", run_verifier=False)
+            return self._fit(obs), 0.0, False, True, info
+
+        obs = self._fit(obs)
+        truncated = False
+        if self.turn >= self.max_turns:
+            truncated, reason = True, "max_turns"
+        elif time.monotonic() - self._t_start > self._limit(self._agent_timeout, "agent_timeout"):
+            truncated, reason = True, "agent_timeout"
+        if truncated:
+            self._finish(info, reason, run_verifier=self.verify_on_truncate)
+            return obs, self._reward(), False, True, info
+        return obs, 0.0, False, False, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last
+        return None
+
+    def close(self) -> None:
+        self._teardown()
+        super().close()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _parse(self, action: Any) -> tuple[str, dict]:
+        if isinstance(action, str):
+            if not action:
+                raise ValueError("action: an empty command string; send a command, {'keys': ...} or {'submit': True}")
+            return "command", {"command": action}
+        if not isinstance(action, dict) or not self.action_space.contains(action):
+            raise ValueError(
+                f"action: expected a command string, {{'command': str, 'timeout': float}}, "
+                f"{{'keys': str | list[str], 'wait': float}} or {{'submit': True}}; got {action!r:.200}"
+            )
+        if "submit" in action:
+            return "submit", {}
+        if "keys" in action:
+            return "keys", action
+        return "command", action
+
+    def _fit(self, obs: str) -> str:
+        cap = self.observation_space.max_length
+        return obs if len(obs) <= cap else obs[: cap - 40] + "\n[t1] observation cut to fit the space\n"
+
+    def _finish(self, info: dict, reason: str, run_verifier: bool = True) -> str:
+        assert self.task is not None
+        self._done = True
+        info["end_reason"] = reason
+        info["elapsed"] = time.monotonic() - self._t_start
+        if run_verifier and self.sandbox is not None:
+            res = verify(self.sandbox, self.task, self._verifier_timeout)
+        else:
+            names = self.task.declared_checks()
+            res = VerifyResult([CheckResult(n, False, "not run", f"episode ended: {reason}") for n in names], 0.0, reason)
+        self.last_verification = res
+        info.update(res.to_info())
+        info["reward_mode"] = self.reward_mode
+        self._teardown()
+        summary = f"[t1] episode ended ({reason}): {res.passed}/{res.total} checks passed"
+        self._last = summary
+        return summary
+
+    def _reward(self) -> float:
+        res = self.last_verification
+        return res.reward(self.reward_mode) if res is not None else 0.0  # type: ignore[arg-type]
+
+    def _teardown(self) -> None:
+        shell, self.shell = self.shell, None
+        box, self.sandbox = self.sandbox, None
+        if shell is not None:
+            shell.close()
+        if box is not None:
+            box.stop()
