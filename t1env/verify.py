@@ -116,9 +116,9 @@ def runtime_bundle() -> Path:
                     root = Path(list(spec.submodule_search_locations)[0])
                     for p in sorted(root.rglob("*")):
                         if p.is_file() and p.suffix in (".py", ".typed") and "__pycache__" not in p.parts:
-                            z.write(p, p.relative_to(root.parent).as_posix())
+                            _add_module(z, p, p.relative_to(root.parent).as_posix())
                 elif spec.origin:
-                    z.write(spec.origin, Path(spec.origin).name)
+                    _add_module(z, Path(spec.origin), Path(spec.origin).name)
         (tmp / "run_checks.py").write_bytes(runner.read_bytes())
         (tmp / "pytest.ini").write_text("[pytest]\n")
         try:
@@ -129,6 +129,19 @@ def runtime_bundle() -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
     _bundle_cache = out
     return out
+
+
+def _add_module(z: zipfile.ZipFile, path: Path, arcname: str) -> None:
+    """Add a source file and, for .py, its bytecode beside it (zipimport's layout): compiling
+    pytest from source on every verification would cost about a second. A sandbox Python of
+    another minor version ignores the bytecode and compiles from source."""
+    z.write(path, arcname)
+    if path.suffix == ".py":
+        import importlib._bootstrap_external as bx
+
+        src = path.read_bytes()
+        code = compile(src, arcname, "exec", dont_inherit=True)
+        z.writestr(arcname + "c", bx._code_to_hash_pyc(code, importlib.util.source_hash(src), checked=False))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -248,7 +248,7 @@ class LocalSandbox(Sandbox):
             argv += ["--cap-drop", "ALL"] + [a for cap in DEFAULT_CAPS for a in ("--cap-add", f"CAP_{cap.upper()}")]
         info_r, info_w = os.pipe()
         argv += ["--remount-ro", "/", "--chdir", c.workdir, "--info-fd", str(info_w)]
-        argv += ["--", "/bin/sh", "-c", f"exec {info_w}>&-; echo ready; exec sleep infinity"]
+        argv += ["--", "/bin/sh", "-c", "echo ready; exec sleep infinity"]
         try:
             self._init = subprocess.Popen(
                 argv,

@@ -1,0 +1,107 @@
+"""Reference agents: the oracle (runs the task's solution), the no-op agent, and a human at a prompt.
+
+An agent is anything with ``act(observation, info) -> action``; :func:`run_episode` plays one
+episode of a :class:`~t1env.env.TerminalEnv` with it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from t1env.task import Task
+
+
+class Agent(Protocol):
+    def act(self, observation: str, info: dict) -> Any: ...
+
+
+def oracle_command(task: Task) -> str:
+    """The task's solve.sh as one shell command (a quoted heredoc: nothing in it is expanded)."""
+    script = task.solution.read_text(encoding="utf-8", errors="surrogateescape")
+    fence = "T1_ORACLE_EOF"
+    while fence in script:
+        fence += "_"
+    return f"bash <<'{fence}'\n{script.rstrip()}\n{fence}"
+
+
+def oracle_command_count(task: Task) -> int:
+    """Commands in solve.sh: non-blank, non-comment lines outside heredoc bodies (an estimate)."""
+    count, heredoc_end = 0, None
+    for raw in task.solution.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = raw.strip()
+        if heredoc_end is not None:
+            if line == heredoc_end:
+                heredoc_end = None
+            continue
+        if not line or line.startswith("#") or line in ("}", "fi", "done", "esac", "then", "do", "else", "{"):
+            continue
+        count += 1
+        if "<<" in line:
+            word = line.split("<<", 1)[1].strip().lstrip("-").strip()
+            heredoc_end = word.split()[0].strip("'\"") if word else None
+    return count
+
+
+class OracleAgent:
+    """Runs the task's ``solution/solve.sh`` as one command, then submits."""
+
+    def __init__(self, task: Task, timeout: float | None = None):
+        self.task = task
+        self.timeout = timeout or task.spec.limits.agent_timeout
+        self._ran = False
+
+    def act(self, observation: str, info: dict) -> Any:
+        if self._ran:
+            return {"submit": True}
+        self._ran = True
+        return {"command": oracle_command(self.task), "timeout": self.timeout}
+
+
+class NopAgent:
+    """Submits at once: the baseline a task must not give full marks to."""
+
+    def act(self, observation: str, info: dict) -> Any:
+        return {"submit": True}
+
+
+class HumanAgent:
+    """Reads actions from a terminal. ``:submit`` submits, ``:keys A B C`` sends named keys."""
+
+    def __init__(self, stdin=None, stdout=None):
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+
+    def act(self, observation: str, info: dict) -> Any:
+        self.stdout.write(observation if observation.endswith("\n") or not observation else observation + "\n")
+        self.stdout.write("t1$ ")
+        self.stdout.flush()
+        line = self.stdin.readline()
+        if not line or line.strip() == ":submit":
+            return {"submit": True}
+        if line.startswith(":keys "):
+            return {"keys": line[len(":keys ") :].split(), "wait": 1.0}
+        return line.rstrip("\n") or "true"
+
+
+@dataclass
+class Episode:
+    task_id: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    turns: int
+    info: dict = field(repr=False)
+
+
+def run_episode(env, agent: Agent, seed: int | None = None, options: dict | None = None) -> Episode:
+    obs, info = env.reset(seed=seed, options=options)
+    task_id = info["task_id"]
+    turns = 0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
+        if info.get("action") != "submit":
+            turns += 1
+        if terminated or truncated:
+            return Episode(task_id, float(reward), terminated, truncated, turns, info)

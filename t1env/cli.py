@@ -1,0 +1,302 @@
+"""The ``t1env`` command: list, show, run, validate, scaffold and clean up tasks.
+
+    t1env list [--split train|test] [--json]
+    t1env show ID
+    t1env run ID [--agent oracle|nop|human] [--backend local|docker] [--reward-mode count|fraction|binary] [--json]
+    t1env validate PATH... | --all [--runs N] [--jobs N] [--backend ...] [--json]
+    t1env new ID [--dir DIR]
+    t1env gc
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
+from t1env.registry import discover, get_task, list_tasks, split_of
+from t1env.sandbox import BACKENDS, SandboxError
+from t1env.task import TaskError
+from t1env.verify import REWARD_MODES
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _cmd_list(args) -> int:
+    rows = []
+    for tid in list_tasks(split=args.split):
+        t = get_task(tid)
+        rows.append(
+            {
+                "id": tid,
+                "category": t.spec.category,
+                "difficulty": t.spec.difficulty,
+                "checks": len(t.declared_checks()),
+                "split": split_of(tid),
+                "title": t.spec.title,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"{len(rows)} tasks")
+    for col in ("id", "category", "difficulty", "checks", "split", "title"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(*(escape(str(r[c])) for c in ("id", "category", "difficulty", "checks", "split", "title")))
+    console.print(table)
+    return 0
+
+
+def _cmd_show(args) -> int:
+    t = get_task(args.task)
+    s = t.spec
+    console.print(f"[bold]{escape(s.id)}[/bold] — {escape(s.title)}")
+    console.print(f"category {s.category} · difficulty {s.difficulty} · split {split_of(s.id)} · tags {', '.join(s.tags) or '-'}")
+    console.print(f"path {t.path}")
+    console.print(f"limits {s.limits.model_dump()}")
+    console.print(f"environment {s.environment.model_dump(exclude_none=True)}")
+    console.print(f"checks ({len(t.declared_checks())}): " + ", ".join(t.declared_checks()))
+    console.print(f"oracle commands: {oracle_command_count(t)}")
+    console.rule("instruction")
+    console.print(escape(t.instruction))
+    return 0
+
+
+def _checks_table(info: dict) -> Table:
+    table = Table(title=f"{info['task_id']}: {info['passed']}/{info['total']} checks passed")
+    table.add_column("check", overflow="fold")
+    table.add_column("result")
+    table.add_column("message", overflow="fold", max_width=70)
+    for c in info["checks"]:
+        mark = "[green]pass[/green]" if c["passed"] else f"[red]{c['outcome']}[/red]"
+        msg = c["message"].strip().splitlines()[0] if c["message"].strip() else ""
+        table.add_row(escape(c["name"]), mark, escape(msg))
+    return table
+
+
+def _cmd_run(args) -> int:
+    from t1env.env import TerminalEnv
+
+    task = get_task(args.task)
+    env = TerminalEnv(task=str(task.path), backend=args.backend, reward_mode=args.reward_mode, max_turns=args.max_turns)
+    agent = {"oracle": lambda: OracleAgent(task), "nop": NopAgent, "human": HumanAgent}[args.agent]()
+    try:
+        quiet = args.json or args.agent == "human"
+        with _null() if quiet else console.status(f"running {task.id} with the {args.agent} agent on {args.backend}"):
+            ep = run_episode(env, agent, seed=args.seed)
+    finally:
+        env.close()
+    info = ep.info
+    if args.json:
+        out = {k: info[k] for k in ("task_id", "checks", "passed", "total", "resolved", "verifier_error", "end_reason", "elapsed")}
+        out.update(reward=ep.reward, reward_mode=args.reward_mode, agent=args.agent, backend=args.backend, turns=ep.turns)
+        print(json.dumps(out, indent=2))
+    else:
+        console.print(_checks_table(info))
+        status = "[green]resolved[/green]" if info["resolved"] else "[yellow]not resolved[/yellow]"
+        console.print(
+            f"reward {ep.reward:g} ({args.reward_mode}) · {status} · {ep.turns} turns · ended by {info['end_reason']} "
+            f"· {info['elapsed']:.2f}s"
+        )
+        if info.get("verifier_error"):
+            console.print(f"[red]verifier: {escape(info['verifier_error'])}[/red]")
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from t1env.validate import validate_task
+
+    if args.all:
+        refs = [str(p) for _, p in sorted(discover().items())]
+    else:
+        refs = args.paths
+    if not refs:
+        err_console.print("t1env validate: give task folders or --all")
+        return 2
+    results = []
+    with console.status(f"validating {len(refs)} task(s) with {args.jobs} job(s)") if not args.json else _null():
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for v in pool.map(lambda r: validate_task(r, backend=args.backend, runs=args.runs), refs):
+                results.append(v)
+                if not args.json:
+                    mark = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
+                    oracle = ", ".join(f"{p}/{t}" for p, t in v.oracle) or "-"
+                    nop = f"{v.nop[0]}/{v.nop[1]}" if v.nop else "-"
+                    console.print(f"{mark} {escape(v.task)}  oracle {oracle}  no-op {nop}  ({v.duration:.1f}s)")
+                    for p in v.problems:
+                        console.print(f"    [red]{escape(p)}[/red]")
+    bad = [v for v in results if not v.ok]
+    if args.json:
+        print(json.dumps([v.__dict__ for v in results], indent=2))
+    else:
+        console.print(f"{len(results) - len(bad)}/{len(results)} tasks valid")
+    return 1 if bad else 0
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+_TOML = """id = "{id}"
+title = "TODO: one line saying what the agent must achieve"
+category = "files"          # e.g. files, text, data, git, build, debugging, sql, sysadmin, services, archives, scripting, performance, processes
+difficulty = "easy"         # easy | medium | hard
+tags = []
+
+[limits]
+max_turns = 30
+command_timeout = 30
+agent_timeout = 900
+verifier_timeout = 60
+
+[environment]
+workdir = "/app"
+network = false
+tools = []                  # programs the task needs inside the sandbox, e.g. ["git", "gcc"]
+"""
+
+_INSTRUCTION = "TODO: tell the agent exactly what to do, and which paths and formats are checked.\n"
+_SOLVE = """#!/usr/bin/env bash
+# The oracle: solves the task from the starting state in /app. `t1env validate` runs it.
+set -euo pipefail
+cd /app
+# TODO
+"""
+_TEST = '''"""Each test function is one check: the reward is how many pass. Test outcomes, not commands."""
+
+from pathlib import Path
+
+APP = Path("/app")
+
+
+def test_todo_first_outcome():
+    assert False, "TODO: check something the agent must produce"
+
+
+def test_todo_second_outcome():
+    assert False, "TODO"
+
+
+def test_todo_third_outcome():
+    assert False, "TODO"
+'''
+
+
+def _cmd_new(args) -> int:
+    root = Path(args.dir) / args.id
+    if root.exists():
+        err_console.print(f"t1env new: {root} already exists")
+        return 2
+    (root / "environment").mkdir(parents=True)
+    (root / "solution").mkdir()
+    (root / "tests").mkdir()
+    (root / "task.toml").write_text(_TOML.format(id=args.id))
+    (root / "instruction.md").write_text(_INSTRUCTION)
+    (root / "solution" / "solve.sh").write_text(_SOLVE)
+    os.chmod(root / "solution" / "solve.sh", 0o755)
+    (root / "environment" / ".keep").write_text("")
+    (root / "tests" / "test_outputs.py").write_text(_TEST)
+    console.print(f"created {root}: fill in the TODOs, then run `t1env validate {root}`")
+    return 0
+
+
+def _cmd_gc(args) -> int:
+    from t1env.sandbox.local import EPISODE_PREFIX
+
+    removed = 0
+    for d in Path(tempfile.gettempdir()).glob(f"{EPISODE_PREFIX}*"):
+        try:
+            owner = int((d / "owner").read_text())
+            os.kill(owner, 0)
+            continue  # its process is alive
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(d, ignore_errors=True)
+        removed += 1
+    console.print(f"removed {removed} orphaned local sandbox folder(s)")
+    try:
+        from t1env.sandbox import docker as docker_backend
+    except ImportError:
+        return 0
+    try:
+        n = docker_backend.gc()
+        console.print(f"removed {n} orphaned Docker container(s)")
+    except SandboxError as e:
+        console.print(f"docker: {e}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="t1env", description="t1 terminal environments: tasks, sandboxes, verifiers.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("list", help="list the known tasks")
+    p.add_argument("--split", choices=["train", "test"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_cmd_list)
+
+    p = sub.add_parser("show", help="show one task")
+    p.add_argument("task", help="task id or path")
+    p.set_defaults(fn=_cmd_show)
+
+    p = sub.add_parser("run", help="run one episode and print the per-check results")
+    p.add_argument("task", help="task id or path")
+    p.add_argument("--agent", choices=["oracle", "nop", "human"], default="oracle")
+    p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument("--reward-mode", choices=REWARD_MODES, default="count")
+    p.add_argument("--max-turns", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(fn=_cmd_run)
+
+    p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier")
+    p.add_argument("paths", nargs="*", help="task folders (or ids)")
+    p.add_argument("--all", action="store_true", help="every known task")
+    p.add_argument("--runs", type=int, default=2, help="oracle runs per task (results must be identical)")
+    p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)), help="tasks validated in parallel")
+    p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_cmd_validate)
+
+    p = sub.add_parser("new", help="scaffold a new task package")
+    p.add_argument("id")
+    p.add_argument("--dir", default="tasks")
+    p.set_defaults(fn=_cmd_new)
+
+    p = sub.add_parser("gc", help="remove sandboxes left behind by crashed processes")
+    p.set_defaults(fn=_cmd_gc)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `t1env list | head` ends quietly
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (TaskError, SandboxError, ValueError) as e:
+        err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

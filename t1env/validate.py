@@ -1,0 +1,84 @@
+"""Task validation: prove a task package is solvable, not trivially passable, and judged consistently.
+
+For each task: it parses (one-line error otherwise); the tools it lists exist in the sandbox; the
+oracle (``solution/solve.sh``) gets full marks on every one of ``runs`` episodes; the per-check
+results are identical across those runs; and the no-op agent (submits at once) gets less than
+full marks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from t1env.agents import NopAgent, OracleAgent, run_episode
+from t1env.env import TerminalEnv
+from t1env.registry import get_task
+from t1env.sandbox import make_sandbox
+from t1env.task import TaskError
+
+
+@dataclass
+class Validation:
+    task: str
+    ok: bool = False
+    problems: list[str] = field(default_factory=list)
+    oracle: list[tuple[int, int]] = field(default_factory=list)  # (passed, total) per run
+    nop: tuple[int, int] | None = None
+    duration: float = 0.0
+
+
+def missing_tools(task, backend: str = "local") -> list[str]:
+    if not task.spec.environment.tools:
+        return []
+    box = make_sandbox(backend, task)
+    try:
+        box.start()
+        script = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
+        r = box.exec(["sh", "-c", script, "sh", *task.spec.environment.tools], timeout=30)
+        return r.stdout.decode().split()
+    finally:
+        box.stop()
+
+
+def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -> Validation:
+    t0 = time.monotonic()
+    v = Validation(task=str(task_ref))
+    try:
+        task = get_task(task_ref)
+    except TaskError as e:
+        v.problems.append(str(e))
+        v.duration = time.monotonic() - t0
+        return v
+    v.task = task.id
+    try:
+        missing = missing_tools(task, backend)
+        if missing:
+            v.problems.append(f"tools missing in the {backend} sandbox: {', '.join(missing)} (task.toml environment.tools)")
+        env = TerminalEnv(task=str(task.path), backend=backend)
+        try:
+            signatures = []
+            for i in range(runs):
+                ep = run_episode(env, OracleAgent(task), seed=i)
+                info = ep.info
+                v.oracle.append((info["passed"], info["total"]))
+                signatures.append([(c["name"], c["passed"]) for c in info["checks"]])
+                if not info["resolved"]:
+                    failing = [f"{c['name']} ({c['message'].splitlines()[0] if c['message'] else c['outcome']})" for c in info["checks"] if not c["passed"]]
+                    v.problems.append(f"oracle run {i + 1}: {info['passed']}/{info['total']} — failing: {'; '.join(failing)[:500]}")
+            if any(s != signatures[0] for s in signatures[1:]):
+                v.problems.append("verifier results differ between identical oracle runs (flaky checks)")
+            ep = run_episode(env, NopAgent(), seed=0)
+            v.nop = (ep.info["passed"], ep.info["total"])
+            if ep.info["resolved"]:
+                v.problems.append("the no-op agent gets full marks: the checks do not test the work")
+            if ep.info["total"] < 3:
+                v.problems.append(f"only {ep.info['total']} checks; a task needs at least 3 for partial credit to mean something")
+        finally:
+            env.close()
+    except Exception as e:  # a broken task must not stop validation of the others
+        v.problems.append(f"{type(e).__name__}: {e}")
+    v.ok = not v.problems
+    v.duration = time.monotonic() - t0
+    return v
