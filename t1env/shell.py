@@ -286,7 +286,6 @@ class ShellSession:
         if self.child is None:
             self.start()
         if self._keys_pending:
-            self._keys_pending = False
             if self.shell_pid is not None and self.sandbox.foreground_busy(self.shell_pid):
                 return CommandResult(
                     "",
@@ -297,6 +296,7 @@ class ShellSession:
                 )
             assert self.child is not None
             self.child.send(b"\x15")  # Ctrl-U: drop a half-typed line left at the prompt
+            self._keys_pending = False
         tok = secrets.token_hex(8)
         start = f"\x1eS{tok}\x1f".encode()
         end_prefix = f"\x1eE{tok}:".encode()
@@ -383,11 +383,16 @@ class ShellSession:
         """After an interrupt: keep what the command still prints, then check the shell answers."""
         tok = secrets.token_hex(8)
         marker = f"\x1eY{tok}:0\x1f".encode()
-        self._send_line(f"\\builtin printf '\\036%s:%s\\037' Y{tok} 0")
+        sync = f"\\builtin printf '\\036%s:%s\\037' Y{tok} 0"
+        self._send_line(sync)
         deadline = time.monotonic() + timeout
+        resend_at = time.monotonic() + timeout / 2  # a line typed while a job ends can be dropped
         buf = bytearray()
         while time.monotonic() < deadline:
-            chunk = self._read(deadline - time.monotonic())
+            if resend_at and time.monotonic() >= resend_at:
+                self._send_line(sync)
+                resend_at = 0.0
+            chunk = self._read(min(deadline, resend_at or deadline) - time.monotonic())
             if chunk is None:
                 return False
             buf += chunk
@@ -422,34 +427,57 @@ class ShellSession:
         return b"".join(KEYS.get(k, k.encode("utf-8", "surrogateescape")) for k in keys)
 
     def send_keys(self, keys: str | list[str], wait: float = 0.5, idle: float = 0.1) -> str:
-        """Type ``keys`` and return the screen once output has been quiet for ``idle`` s (at most ``wait`` s)."""
+        """Type ``keys`` and return the screen once output has been quiet for ``idle`` s (at most ``wait`` s).
+
+        In a list, each ``"Enter"`` ends a segment: the segment is sent and its output read until the
+        terminal is quiet (at most ``wait``) before the next one, as a person types a line and
+        waits. Programs that reset the terminal when they start would otherwise drop the typeahead.
+        """
         if self.child is None:
             self.start()
-        assert self.child is not None
         self._keys_pending = True
-        self.child.send(self.encode_keys(keys))
+        segments: list[bytes] = []
+        if isinstance(keys, str):
+            segments.append(self.encode_keys(keys))
+        else:
+            cur: list[str] = []
+            for k in keys:
+                cur.append(k)
+                if k == "Enter":
+                    segments.append(self.encode_keys(cur))
+                    cur = []
+            if cur:
+                segments.append(self.encode_keys(cur))
+        for seg in segments:
+            assert self.child is not None
+            self.child.send(seg)
+            if not self._read_screen(wait, idle):
+                break
+        return self.screen()
+
+    def _read_screen(self, wait: float, idle: float) -> bool:
+        """Feed output to the emulator until quiet; False if the shell died (it is restarted)."""
         deadline = time.monotonic() + wait
-        seen = 0
         tail = bytearray()
+        alive = True
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             chunk = self._read(min(idle, remaining))
             if chunk is None:
-                self._stream.feed(bytes(tail))
-                tail.clear()
-                self._restart()
-                self._stream.feed(b"\r\n[t1] the shell exited; a new shell was started\r\n")
+                alive = False
                 break
             if not chunk:
                 break
-            seen += len(chunk)
             tail += chunk
             if len(tail) > 256 * 1024:  # the emulator is slow; the screen only needs the end
                 del tail[: len(tail) - 64 * 1024]
         self._stream.feed(bytes(tail))
-        return self.screen()
+        if not alive:
+            self._restart()
+            self._stream.feed(b"\r\n[t1] the shell exited; a new shell was started\r\n")
+        return alive
 
     def screen(self) -> str:
         """The visible terminal screen as text (trailing blanks trimmed)."""

@@ -1,0 +1,97 @@
+"""TerminalToolEnv: t1 tasks for TRL's ``GRPOTrainer(environment_factory=...)`` — no t1train needed.
+
+TRL (>= 1.16) makes one instance per rollout, calls ``reset(**row)`` with the dataset row and
+appends the returned text to the prompt, exposes every public method as a tool the model can
+call, and calls ``get_reward()`` once the rollout is complete. Here:
+
+* ``reset(**row)`` starts a fresh sandbox for ``row["task"]`` (or a task picked from ``row["seed"]``)
+  and returns the task's instruction;
+* ``bash(command)`` runs a command in the sandbox and returns its output and exit code;
+* ``submit()`` ends the episode and runs the verifier;
+* ``get_reward()`` runs the verifier if the model never submitted, and returns the reward (by
+  default the number of passing checks), then frees the sandbox.
+
+Example:
+    >>> from trl import GRPOConfig, GRPOTrainer                           # doctest: +SKIP
+    >>> from t1env.tool_env import TerminalToolEnv
+    >>> trainer = GRPOTrainer(model=..., args=GRPOConfig(max_steps=10),   # doctest: +SKIP
+    ...     train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": "Solve the task."}]] * 8,
+    ...                                      "task": ["hello-file"] * 8}),
+    ...     environment_factory=TerminalToolEnv)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t1env.env import TerminalEnv
+
+
+class TerminalToolEnv:
+    """One t1 episode per TRL rollout. Keyword arguments go to :class:`~t1env.env.TerminalEnv`."""
+
+    def __init__(self, **env_kwargs: Any):
+        self._env = TerminalEnv(**env_kwargs)
+        self._reward: float | None = None
+        self._active = False
+        self.last_info: dict = {}
+
+    def reset(self, **row: Any) -> str:
+        task = row.get("task") or row.get("task_id")
+        seed = row.get("seed")
+        obs, info = self._env.reset(seed=None if seed is None else int(seed), options={"task": task} if task else None)
+        self._reward = None
+        self._active = True
+        self.last_info = info
+        return obs
+
+    def bash(self, command: str) -> str:
+        """Run a bash command in the task's sandboxed terminal and return what it printed.
+
+        The shell is persistent: the current directory, variables and functions carry over between
+        calls. Commands have no stdin (interactive programs end at once).
+
+        Args:
+            command: The bash command line to run, e.g. "ls -la /app" or a multi-line script.
+
+        Returns:
+            The command's combined stdout and stderr, followed by its exit code.
+        """
+        if not self._active:
+            return "[t1] the episode is over; no more commands can run"
+        obs, reward, terminated, truncated, info = self._env.step(command)
+        self.last_info = info
+        if terminated or truncated:
+            self._end(reward)
+            return f"{obs}\n[t1] the episode ended ({info.get('end_reason')})"
+        code = info.get("exit_code")
+        return f"{obs}\n[exit code: {code if code is not None else 'none (see note)'}]"
+
+    def submit(self) -> str:
+        """Submit the task for grading. Call this once the task is done; no command can run after it.
+
+        Returns:
+            How many of the task's checks passed.
+        """
+        if not self._active:
+            return "[t1] the episode is already over"
+        obs, reward, terminated, truncated, info = self._env.step({"submit": True})
+        self.last_info = info
+        self._end(reward)
+        return obs
+
+    def get_reward(self) -> float:
+        """The episode's reward; verifies first if the model never submitted."""
+        if self._active:
+            self.submit()
+        return float(self._reward or 0.0)
+
+    def _end(self, reward: float) -> None:
+        self._reward = float(reward)
+        self._active = False
+
+    def __del__(self):
+        try:
+            self._env.close()
+        except Exception:
+            pass
