@@ -1,0 +1,128 @@
+"""The Engine protocol: token ids in, token ids out.
+
+An engine turns prompt token ids into sampled token ids. It never sees text: the rollout loop owns the chat
+template and the tokenizer, so the ids the trainer scores are exactly the ids the engine sampled (TITO, see
+``t1train/tito.py``).
+
+Sampler log-probs
+-----------------
+``Generation.logprobs[i]`` is the log-probability of ``token_ids[i]`` under the distribution the engine actually
+sampled from at that step:
+
+* ``HFEngine``: the model's logits divided by ``temperature``, then restricted by ``top_k`` and ``top_p`` and
+  renormalized. With ``top_k=-1`` and ``top_p=1`` this is ``log_softmax(logits / temperature)``.
+* ``SGLangEngine``: SGLang returns ``log_softmax(logits / temperature)`` *before* top-k/top-p truncation (see
+  ``sglang/srt/layers/sampler.py``). The two agree whenever ``top_k=-1`` and ``top_p=1``, the usual choice for
+  RL; with truncation enabled SGLang's values are lower than the truncated distribution's by the log of the
+  kept mass.
+* Greedy decoding (``temperature=0``) samples from a point mass; both engines then report
+  ``log_softmax(logits)`` of the chosen token (temperature 1), as SGLang does.
+
+A trainer that wants the importance ratio ``pi_theta / pi_sampler`` must compute ``pi_theta`` with the same
+temperature (and, for HFEngine, the same truncation).
+
+Routed experts
+--------------
+For MoE models an engine can return, per sampled token, the experts each MoE layer chose at the position that
+*produced* that token (the position whose logits it was sampled from): an int array ``[num_tokens, moe_layers,
+top_k]``. Row ``i`` belongs to the forward pass that emitted ``token_ids[i]``, so the rows line up with
+``logprobs``. R3 (rollout routing replay) replays these choices when the trainer recomputes log-probs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+FINISH_STOP = "stop"  # a stop token or stop string ended the generation
+FINISH_LENGTH = "length"  # max_new_tokens (or the context limit) ended it
+FINISH_ABORT = "abort"  # the server aborted the request; token_ids holds what was sampled before the abort
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one turn. Field names follow SGLang's ``sampling_params`` where they overlap."""
+
+    max_new_tokens: int = 256
+    """Most tokens to sample in one turn."""
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1 keeps every token)."""
+    top_k: int = -1
+    """Keep the k most likely tokens (-1 keeps every token)."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings: generation ends once the decoded output contains one. The token that completed the string
+    is kept in ``token_ids`` (the ids are never trimmed; only text is)."""
+    stop_token_ids: list[int] = field(default_factory=list)
+    """Extra stop token ids, on top of the tokenizer's end-of-sequence id (unless ``ignore_eos``)."""
+    ignore_eos: bool = False
+    """Do not stop at the end-of-sequence token."""
+    seed: int | None = None
+    """Seed for sampling (SGLang: ``sampling_seed``); None draws from the engine's own generator."""
+
+    def __post_init__(self):
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 is greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k == 0 or self.top_k < -1:
+            raise ValueError(f"top_k must be -1 (off) or >= 1, got {self.top_k}")
+
+
+@dataclass
+class Generation:
+    """What an engine returns for one prompt."""
+
+    token_ids: list[int]
+    """The sampled ids, in order, including the stop token when one was sampled."""
+    logprobs: list[float]
+    """Sampler log-prob of each sampled id (see the module docstring)."""
+    finish_reason: str
+    """``"stop"``, ``"length"`` or ``"abort"``."""
+    matched_stop: int | str | None = None
+    """The stop token id or stop string that ended the turn (None for length/abort)."""
+    routed_experts: list[list[list[int]]] | None = None
+    """``[len(token_ids), moe_layers, top_k]`` expert ids, when requested and the model is MoE."""
+    weight_version: str | None = None
+    """The engine's weight version when this was sampled."""
+
+    def __post_init__(self):
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(f"{len(self.token_ids)} token ids but {len(self.logprobs)} log-probs")
+        if self.routed_experts is not None and len(self.routed_experts) != len(self.token_ids):
+            raise ValueError(f"{len(self.token_ids)} token ids but {len(self.routed_experts)} routed-expert rows")
+
+    @property
+    def stopped_on_token(self) -> bool:
+        """True when the last sampled id is the stop token that ended the turn."""
+        return self.finish_reason == FINISH_STOP and isinstance(self.matched_stop, int)
+
+
+class EngineError(RuntimeError):
+    """The engine could not serve a request (server error, bad request, unreachable)."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Samples continuations of token-id prompts.
+
+    ``max_concurrency`` is how many ``generate`` calls may run at once: 1 for an in-process model (calls are
+    batched instead), many for a server that batches internally.
+    """
+
+    max_concurrency: int
+
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False
+    ) -> list[Generation]:
+        """Sample one continuation per prompt."""
+        ...
+
+    def update_weights_from_disk(self, path: str, weight_version: str | None = None) -> None:
+        """Load new weights from a ``save_pretrained`` folder, in place."""
+        ...

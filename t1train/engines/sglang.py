@@ -1,0 +1,283 @@
+"""SGLangEngine: a client for SGLang's native HTTP API (``/generate`` with token ids, weight updates).
+
+The protocol, as read from the sglang package source (0.5.x: ``sglang/srt/managers/io_struct.py``
+``GenerateReqInput``, ``sglang/srt/entrypoints/http_server.py``, ``sglang/srt/managers/tokenizer_manager.py``):
+
+Request ``POST /generate`` (one request per prompt here, so each has its own ``rid`` and can be aborted)::
+
+    {"rid": "t1-…", "input_ids": [..], "return_logprob": true, "logprob_start_len": -1,
+     "sampling_params": {"max_new_tokens": .., "temperature": .., "top_p": .., "top_k": .., "stop": [..],
+                         "stop_token_ids": [..], "ignore_eos": .., "sampling_seed": .., "skip_special_tokens": false,
+                         "no_stop_trim": true},
+     "return_routed_experts": true, "routed_experts_start_len": len(input_ids) - 1}   # routing only if asked
+
+Response (HTTP 200)::
+
+    {"text": "...", "output_ids": [..],
+     "meta_info": {"id": rid, "finish_reason": {"type": "stop", "matched": 151645} | {"type": "length", "length": n}
+                                               | {"type": "abort", "message": ...},
+                   "prompt_tokens": .., "completion_tokens": .., "cached_tokens": .., "weight_version": "..",
+                   "output_token_logprobs": [[logprob, token_id, null], ...],
+                   "routed_experts": "<base64 of int32 [rows, layers, top_k]>"}}
+
+The sampled ids are taken from ``output_token_logprobs`` (one entry per sampled token, in order) and checked
+against ``output_ids``. Routed experts cover positions ``[routed_experts_start_len, seqlen - 1)``; starting at
+the last prompt position gives one row per sampled token, the row of the forward pass that produced it.
+
+Errors: a rejected request answers 4xx/5xx with ``{"error": {"message": ...}}`` (FastAPI validation errors use
+``{"detail": ...}``); these raise :class:`EngineError`. A request aborted with ``/abort_request`` answers 200 with
+``finish_reason.type == "abort"`` and the ids sampled so far; it is returned as a ``Generation`` with
+``finish_reason="abort"`` (the rollout loop ends that episode as ``aborted``). Connection failures and 502/503/504
+are retried with backoff.
+
+Sampler log-probs: SGLang reports ``log_softmax(logits / temperature)`` before top-k/top-p (see
+``t1train/engines/base.py``). Run the server with the same model the trainer holds, and update its weights with
+:meth:`SGLangEngine.update_weights_from_disk` (or the NCCL path, :meth:`init_weights_update_group` +
+:meth:`update_weights_from_distributed`) after each optimizer step.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import requests
+
+from t1train.engines.base import (
+    FINISH_ABORT,
+    FINISH_LENGTH,
+    FINISH_STOP,
+    EngineError,
+    Generation,
+    SamplingParams,
+)
+
+_RETRY_STATUS = {502, 503, 504}
+
+
+def decode_routed_experts(data: str, rows: int, top_k: int | None = None) -> list[list[list[int]]]:
+    """Decode SGLang's base64 int32 routing into ``[rows, layers, top_k]`` (layers inferred from the size)."""
+    flat = np.frombuffer(base64.b64decode(data), dtype=np.int32)
+    if rows == 0:
+        return []
+    if flat.size % rows:
+        raise EngineError(f"routed_experts has {flat.size} values, not a multiple of {rows} rows")
+    per_row = flat.size // rows
+    k = top_k or per_row
+    if per_row % k:
+        raise EngineError(f"routed_experts row of {per_row} values is not a multiple of top_k={k}")
+    return flat.reshape(rows, per_row // k, k).tolist()
+
+
+def encode_routed_experts(rows: list[list[list[int]]]) -> str:
+    """The inverse of :func:`decode_routed_experts` (SGLang's wire format)."""
+    return base64.b64encode(np.asarray(rows, dtype=np.int32).tobytes()).decode("ascii")
+
+
+class SGLangEngine:
+    """Client for an SGLang server's native API.
+
+    Args:
+        url: base URL, e.g. ``http://127.0.0.1:30000``.
+        max_concurrency: requests in flight at once (SGLang batches them continuously).
+        timeout: seconds per request.
+        retries: attempts for connection errors and 502/503/504.
+        top_k_experts: the model's experts per token, to shape routed experts (``num_experts_per_tok``);
+            None treats each row as one layer.
+        api_key: sent as ``Authorization: Bearer`` when the server requires one.
+
+    Example:
+        >>> engine = SGLangEngine("http://127.0.0.1:30000")  # doctest: +SKIP
+        >>> engine.generate([[1, 2, 3]], SamplingParams(max_new_tokens=8))  # doctest: +SKIP
+    """
+
+    def __init__(self, url: str, max_concurrency: int = 64, timeout: float = 600.0, retries: int = 3,
+                 top_k_experts: int | None = None, api_key: str | None = None):
+        self.url = url.rstrip("/")
+        self.max_concurrency = max_concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.top_k_experts = top_k_experts
+        self.session = requests.Session()
+        if api_key:
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency)
+
+    # ---------------------------------------------------------------- HTTP
+    def _call(self, method: str, path: str, body: dict | None = None, timeout: float | None = None):
+        delay = 0.5
+        for attempt in range(self.retries):
+            try:
+                resp = self.session.request(method, self.url + path, json=body, timeout=timeout or self.timeout)
+            except requests.ConnectionError as err:
+                if attempt == self.retries - 1:
+                    raise EngineError(f"SGLang server at {self.url} is unreachable ({err}); is it running? "
+                                      "Check with `curl {url}/health`.".replace("{url}", self.url)) from err
+            else:
+                if resp.status_code in _RETRY_STATUS and attempt < self.retries - 1:
+                    pass
+                elif resp.status_code >= 400:
+                    raise EngineError(f"SGLang {path} returned HTTP {resp.status_code}: {_error_message(resp)}")
+                else:
+                    return resp.json() if resp.content else None
+            time.sleep(delay)
+            delay *= 2
+        raise EngineError(f"SGLang {path} kept failing after {self.retries} attempts (last HTTP {resp.status_code})")
+
+    # ---------------------------------------------------------------- generation
+    def request_body(self, prompt: list[int], sampling: SamplingParams, rid: str, return_routed_experts: bool) -> dict:
+        params = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "ignore_eos": sampling.ignore_eos,
+            "skip_special_tokens": False,
+            "no_stop_trim": True,
+        }
+        if sampling.stop:
+            params["stop"] = list(sampling.stop)
+        if sampling.stop_token_ids:
+            params["stop_token_ids"] = list(sampling.stop_token_ids)
+        if sampling.seed is not None:
+            params["sampling_seed"] = sampling.seed
+        body = {
+            "rid": rid,
+            "input_ids": list(prompt),
+            "sampling_params": params,
+            "return_logprob": True,
+            "logprob_start_len": -1,
+            "stream": False,
+        }
+        if return_routed_experts:
+            body["return_routed_experts"] = True
+            body["routed_experts_start_len"] = len(prompt) - 1
+        return body
+
+    def parse_response(self, data: dict, return_routed_experts: bool) -> Generation:
+        """Turn one ``/generate`` response into a Generation (validating the fields TITO relies on)."""
+        try:
+            meta = data["meta_info"]
+            entries = meta["output_token_logprobs"]
+            finish = meta["finish_reason"]
+        except (KeyError, TypeError) as err:
+            raise EngineError(f"SGLang response lacks {err}; was return_logprob sent? got keys "
+                              f"{sorted(data) if isinstance(data, dict) else type(data).__name__}") from err
+        ids = [int(e[1]) for e in entries]
+        logprobs = [float(e[0]) for e in entries]
+        if "output_ids" in data and list(data["output_ids"]) != ids:
+            raise EngineError("SGLang output_ids disagree with output_token_logprobs; refusing to guess which ids "
+                              "were sampled")
+        if not isinstance(finish, dict) or "type" not in finish:
+            raise EngineError(f"SGLang finish_reason {finish!r} is not a finished request")
+        kind = finish["type"]
+        if kind == "stop":
+            reason, matched = FINISH_STOP, finish.get("matched")
+        elif kind == "length":
+            reason, matched = FINISH_LENGTH, None
+        elif kind == "abort":
+            reason, matched = FINISH_ABORT, finish.get("message")
+        else:
+            raise EngineError(f"unknown SGLang finish_reason type {kind!r}")
+        routed = None
+        if return_routed_experts and meta.get("routed_experts"):
+            routed = decode_routed_experts(meta["routed_experts"], len(ids), self.top_k_experts)
+        return Generation(ids, logprobs, reason, matched, routed, meta.get("weight_version"))
+
+    def _generate_one(self, prompt, sampling, return_routed_experts) -> Generation:
+        rid = f"t1-{uuid.uuid4().hex}"
+        data = self._call("POST", "/generate", self.request_body(prompt, sampling, rid, return_routed_experts))
+        return self.parse_response(data, return_routed_experts)
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
+                 return_routed_experts: bool = False) -> list[Generation]:
+        futures = [self._pool.submit(self._generate_one, p, sampling, return_routed_experts) for p in prompts]
+        return [f.result() for f in futures]
+
+    # ---------------------------------------------------------------- server control
+    def health(self) -> bool:
+        try:
+            self.session.get(self.url + "/health", timeout=10).raise_for_status()
+            return True
+        except requests.RequestException:
+            return False
+
+    def wait_until_ready(self, timeout: float = 600.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.health():
+            if time.monotonic() > deadline:
+                raise EngineError(f"SGLang server at {self.url} not healthy after {timeout:.0f}s")
+            time.sleep(1.0)
+
+    def model_info(self) -> dict:
+        return self._call("GET", "/model_info")
+
+    def abort(self, rid: str | None = None, abort_all: bool = False) -> None:
+        """Abort one request (by rid) or all; their ``/generate`` calls return with ``finish_reason="abort"``."""
+        self._call("POST", "/abort_request", {"rid": rid or "", "abort_all": abort_all})
+
+    def flush_cache(self) -> None:
+        self._call("POST", "/flush_cache")
+
+    def pause_generation(self) -> None:
+        self._call("POST", "/pause_generation", {})
+
+    def continue_generation(self) -> None:
+        self._call("POST", "/continue_generation", {})
+
+    def update_weights_from_disk(self, path: str, weight_version: str | None = None, load_format: str | None = None,
+                                 abort_all_requests: bool = False, flush_cache: bool = True) -> dict:
+        """Reload weights from a ``save_pretrained`` folder the server can read. Raises on failure."""
+        body = {"model_path": str(path), "abort_all_requests": abort_all_requests, "flush_cache": flush_cache}
+        if weight_version is not None:
+            body["weight_version"] = weight_version
+        if load_format is not None:
+            body["load_format"] = load_format
+        result = self._call("POST", "/update_weights_from_disk", body)
+        if not result or not result.get("success", False):
+            raise EngineError(f"update_weights_from_disk failed: {result}")
+        return result
+
+    def init_weights_update_group(self, master_address: str, master_port: int, rank_offset: int, world_size: int,
+                                  group_name: str = "weight_update_group", backend: str = "nccl") -> dict:
+        """Join the trainer's process group for NCCL weight broadcasts (then use update_weights_from_distributed)."""
+        body = {"master_address": master_address, "master_port": master_port, "rank_offset": rank_offset,
+                "world_size": world_size, "group_name": group_name, "backend": backend}
+        return self._checked("/init_weights_update_group", body)
+
+    def update_weights_from_distributed(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
+                                        group_name: str = "weight_update_group", weight_version: str | None = None,
+                                        flush_cache: bool = True) -> dict:
+        """Tell the server to receive the named tensors by broadcast from the trainer's rank 0."""
+        body = {"names": names, "dtypes": dtypes, "shapes": shapes, "group_name": group_name,
+                "flush_cache": flush_cache}
+        if weight_version is not None:
+            body["weight_version"] = weight_version
+        return self._checked("/update_weights_from_distributed", body)
+
+    def _checked(self, path: str, body: dict) -> dict:
+        result = self._call("POST", path, body)
+        if not result or not result.get("success", False):
+            raise EngineError(f"{path} failed: {result}")
+        return result
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.session.close()
+
+
+def _error_message(resp: requests.Response) -> str:
+    try:
+        data = resp.json()
+    except ValueError:
+        return resp.text[:500]
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            return str(err.get("message", err))
+        if err is not None:
+            return str(err)
+    return str(data)[:500]

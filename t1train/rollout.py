@@ -1,0 +1,368 @@
+"""The agent loop: run many t1 episodes concurrently with an Engine and record TITO trajectories.
+
+Story of one episode
+--------------------
+1. ``env.reset(seed)`` gives the task instruction; the prompt is ``system + instruction`` rendered with the
+   model's chat template (``Tito.prompt_ids``).
+2. The engine samples a turn from the prompt ids. The text of the turn is parsed for an action
+   (``t1train/actions.py``: a ``bash`` tool call, a fenced ```` ```bash ```` block, or ``SUBMIT``).
+3. A command goes to ``env.step(command)``; its output (plus ``[exit code: N]``) becomes the next message. No
+   action: the next message restates the action format, and the env is not stepped.
+4. The next prompt is the previous prompt ids + the sampled ids + the bridge ids of the new message (TITO).
+5. The episode ends on submit (the env runs the verifier; reward = passing checks), when the env truncates
+   (its turn or time limit), at ``max_turns``, or before the context would overflow (``max_context_tokens``). On
+   the last two the loop submits on the agent's behalf when ``submit_on_limit`` is set, so the verifier's partial
+   credit is still collected.
+
+Concurrency
+-----------
+One thread (the caller's) owns the engine calls and the token bookkeeping; env calls (``reset``, ``step``,
+``close``: sandbox start, shell commands, verification) run in a thread pool. Episodes waiting for the model are
+batched into one ``engine.generate`` call; while it runs, other episodes' commands keep executing. An engine with
+``max_concurrency > 1`` (SGLang) gets several generate calls in flight, so a slow batch does not hold back
+episodes that are ready.
+
+Example:
+    See ``docs/training.md``; ``t1train rollout --config configs/rollout-tiny.yaml`` runs this end to end.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from t1train.actions import COMMAND, FORMAT_HELP, SUBMIT, parse_action
+from t1train.engines.base import FINISH_ABORT, Engine, Generation, SamplingParams
+from t1train.tito import Tito, loss_region_drift, retokenize_drift
+from t1train.trajectory import Trajectory, Turn
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent operating a Linux shell to complete a task. Each turn, think briefly, then give exactly one "
+    "action: a command in a fenced block (```bash\\n<command>\\n```) or a tool call "
+    '(<tool_call>{"name": "bash", "arguments": {"command": "<command>"}}</tool_call>). You will see its output. '
+    "When the task is complete, write SUBMIT on its own line."
+)
+
+
+@dataclass
+class RolloutConfig:
+    """How the agent loop runs episodes."""
+
+    concurrency: int = 8
+    """Episodes in flight at once (each holds a sandbox)."""
+    max_turns: int = 32
+    """Assistant turns per episode (the env may truncate earlier with its own limit)."""
+    max_context_tokens: int = 8192
+    """End the episode when the prompt plus ``max_new_tokens`` would exceed this."""
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    """System message rendered before the task instruction (empty: none)."""
+    observation_role: str = "user"
+    """Role of observation messages (``user`` or ``tool``; the template must support it)."""
+    max_observation_chars: int = 8000
+    """Longer observations keep their head and tail."""
+    submit_on_limit: bool = True
+    """At ``max_turns`` or the context limit, submit for the agent so the verifier still scores the episode."""
+    return_routed_experts: bool = False
+    """Ask the engine for MoE routing per sampled token (for R3)."""
+    on_non_prefix: str = "repair"
+    """What to do when the chat template is not prefix-preserving: ``repair`` (record drift events) or ``error``."""
+    chat_template: str | None = None
+    """Override the tokenizer's chat template (a Jinja string)."""
+
+    def __post_init__(self):
+        if self.concurrency < 1 or self.max_turns < 1:
+            raise ValueError("concurrency and max_turns must be >= 1")
+        if self.observation_role not in ("user", "tool"):
+            raise ValueError(f"observation_role must be 'user' or 'tool', got {self.observation_role!r}")
+
+
+@dataclass
+class EpisodeSpec:
+    """Which episode to run: a task id and a reset seed."""
+
+    task: str
+    seed: int | None = None
+
+
+def format_observation(obs: str, info: dict, max_chars: int) -> str:
+    """The observation message: the command's output, then ``[exit code: N]`` (and a note on timeouts)."""
+    text = obs if isinstance(obs, str) else str(obs)
+    if len(text) > max_chars:
+        half = max_chars // 2
+        text = text[:half] + f"\n[... {len(text) - 2 * half} characters cut ...]\n" + text[-half:]
+    notes = []
+    if info.get("timed_out"):
+        notes.append("[the command timed out]")
+    if info.get("exit_code") is not None:
+        notes.append(f"[exit code: {info['exit_code']}]")
+    if notes:
+        text = (text.rstrip("\n") + "\n" if text.strip() else "") + " ".join(notes)
+    return text
+
+
+# ------------------------------------------------------------------------------------------------ episode state
+@dataclass
+class _Episode:
+    spec: EpisodeSpec
+    t_start: float = 0.0
+    env: Any = None
+    traj: Trajectory | None = None
+    ids: list[int] = field(default_factory=list)
+    history: list[dict] = field(default_factory=list)
+    pending_turn: Turn | None = None
+    pending_generation: Generation | None = None
+    submitted_for_agent: bool = False
+
+
+class RolloutRunner:
+    """Runs episodes with one engine and a factory of t1 envs. See the module docstring.
+
+    Args:
+        engine: an Engine (``HFEngine``, ``SGLangEngine``).
+        tokenizer: the model's tokenizer (its chat template renders the prompts).
+        make_env: ``make_env(task_id) -> env`` with the Gymnasium API of ``T1Terminal-v0``.
+        sampling: sampling parameters for every turn.
+        config: loop settings.
+    """
+
+    def __init__(self, engine: Engine, tokenizer, make_env: Callable[[str], Any], sampling: SamplingParams,
+                 config: RolloutConfig | None = None):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.make_env = make_env
+        self.sampling = sampling
+        self.config = config or RolloutConfig()
+        self.tito = Tito(tokenizer, self.config.chat_template, self.config.on_non_prefix)
+        self.tito.check_template_or_warn(self.config.observation_role)
+
+    # ---------------------------------------------------------------- env side (runs in worker threads)
+    def _start(self, ep: _Episode) -> _Episode:
+        ep.env = self.make_env(ep.spec.task)
+        obs, info = ep.env.reset(seed=ep.spec.seed)
+        messages = []
+        if self.config.system_prompt:
+            messages.append({"role": "system", "content": self.config.system_prompt})
+        messages.append({"role": "user", "content": obs})
+        ep.history = messages
+        ep.ids = self.tito.prompt_ids(messages)
+        ep.traj = Trajectory(task_id=info.get("task_id", ep.spec.task), seed=ep.spec.seed, prompt_ids=list(ep.ids),
+                             messages=list(messages))
+        return ep
+
+    @staticmethod
+    def _step(ep: _Episode, action) -> tuple:
+        return ep.env.step(action)
+
+    @staticmethod
+    def _close(ep: _Episode) -> None:
+        if ep.env is not None:
+            ep.env.close()
+
+    # ---------------------------------------------------------------- main loop
+    def run(self, episodes: list[EpisodeSpec]) -> list[Trajectory]:
+        """Run all episodes; return their trajectories in the order given."""
+        cfg = self.config
+        queue = collections.deque(enumerate(episodes))
+        results: dict[int, Trajectory] = {}
+        slot: dict[int, int] = {}  # id(episode) -> index in `episodes`
+        ready: list[_Episode] = []  # episodes waiting for the model
+        futures: dict[Future, tuple[str, Any]] = {}
+        active = 0
+        gens_in_flight = 0
+        pool = ThreadPoolExecutor(max_workers=cfg.concurrency + max(1, self.engine.max_concurrency))
+
+        def finish(ep: _Episode) -> None:
+            nonlocal active
+            ep.traj.metadata["elapsed_s"] = round(time.monotonic() - ep.t_start, 3)
+            results[slot[id(ep)]] = ep.traj
+            futures[pool.submit(self._close, ep)] = ("close", ep)
+            active -= 1
+
+        try:
+            while queue or futures or ready:
+                # -- start episodes up to the concurrency limit (sandbox start + reset run in the pool)
+                while queue and active < cfg.concurrency:
+                    i, spec = queue.popleft()
+                    ep = _Episode(spec, t_start=time.monotonic())
+                    slot[id(ep)] = i
+                    futures[pool.submit(self._start, ep)] = ("start", ep)
+                    active += 1
+                # -- batch every episode that waits for the model into one generate call
+                if ready and gens_in_flight < max(1, self.engine.max_concurrency):
+                    batch, ready = ready, []
+                    fut = pool.submit(self.engine.generate, [ep.ids for ep in batch], self.sampling,
+                                      cfg.return_routed_experts)
+                    futures[fut] = ("generate", batch)
+                    gens_in_flight += 1
+                if not futures:
+                    continue
+                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    kind, payload = futures.pop(fut)
+                    if kind == "generate":
+                        gens_in_flight -= 1
+                        for ep, gen in zip(payload, fut.result()):  # engine errors are fatal: raise
+                            if self._on_generation(ep, gen, futures, pool, ready):
+                                finish(ep)
+                        continue
+                    if kind == "close":
+                        continue  # a failing close must not end the run
+                    ep = payload
+                    if fut.exception() is not None:  # the env failed: this episode ends, the others go on
+                        self._fail(ep, fut.exception())
+                        finish(ep)
+                    elif kind == "start":
+                        if self._fits(ep):
+                            ready.append(ep)
+                        elif self._end_early(ep, "context_limit", futures, pool):
+                            finish(ep)
+                    elif kind == "step" and self._on_step(ep, fut.result(), futures, pool, ready):
+                        finish(ep)
+        finally:
+            for fut in list(futures):
+                fut.cancel()
+            pool.shutdown(wait=True)
+        return [results[i] for i in range(len(episodes))]
+
+    # ---------------------------------------------------------------- bookkeeping (main thread)
+    @staticmethod
+    def _fail(ep: _Episode, err: BaseException) -> None:
+        if ep.traj is None:
+            ep.traj = Trajectory(task_id=ep.spec.task, seed=ep.spec.seed, prompt_ids=[])
+        ep.traj.termination = "error"
+        ep.traj.error = "".join(traceback.format_exception_only(type(err), err)).strip()
+
+    def _on_generation(self, ep: _Episode, gen: Generation, futures, pool, ready) -> bool:
+        """Record the sampled turn and act on it. Returns True when the episode is finished."""
+        traj = ep.traj
+        turn = Turn(prompt_len=len(ep.ids), sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
+                    finish_reason=gen.finish_reason, routed_experts=gen.routed_experts,
+                    weight_version=gen.weight_version)
+        traj.turns.append(turn)
+        ep.ids = ep.ids + turn.sampled_ids
+        text = self.tito.assistant_text(gen)
+        traj.messages.append({"role": "assistant", "content": text})
+        if gen.finish_reason == FINISH_ABORT:
+            traj.termination = "aborted"
+            return True
+
+        action = parse_action(text)
+        turn.action = action.to_dict()
+        ep.pending_turn, ep.pending_generation = turn, gen
+        if action.kind == SUBMIT:
+            futures[pool.submit(self._step, ep, {"submit": True})] = ("step", ep)
+        elif action.kind == COMMAND:
+            futures[pool.submit(self._step, ep, action.command)] = ("step", ep)
+        elif self._at_limit(ep):
+            return self._end_early(ep, "max_turns", futures, pool)
+        elif not self._continue(ep, action.error or FORMAT_HELP, ready):
+            return self._end_early(ep, "context_limit", futures, pool)
+        return False
+
+    def _on_step(self, ep: _Episode, step: tuple, futures, pool, ready) -> bool:
+        obs, reward, terminated, truncated, info = step
+        traj, turn = ep.traj, ep.pending_turn
+        if ep.submitted_for_agent:  # the loop's own submit at a limit: not an agent turn
+            traj.reward += float(reward)
+            if turn is not None:
+                turn.reward += float(reward)
+            self._record_checks(traj, info)
+            return True
+        turn.reward = float(reward)
+        turn.env_info = {k: info[k] for k in ("exit_code", "duration", "timed_out", "output_truncated") if k in info}
+        traj.reward += float(reward)
+        if terminated or truncated:
+            traj.termination = "submit" if terminated else "env_truncated"
+            turn.observation = obs
+            self._record_checks(traj, info)
+            return True
+        if self._at_limit(ep):
+            return self._end_early(ep, "max_turns", futures, pool)
+        if not self._continue(ep, format_observation(obs, info, self.config.max_observation_chars), ready):
+            return self._end_early(ep, "context_limit", futures, pool)
+        return False
+
+    def _at_limit(self, ep: _Episode) -> bool:
+        return len(ep.traj.turns) >= self.config.max_turns
+
+    def _fits(self, ep: _Episode) -> bool:
+        return len(ep.ids) + self.sampling.max_new_tokens <= self.config.max_context_tokens
+
+    def _end_early(self, ep: _Episode, reason: str, futures, pool) -> bool:
+        """End at a loop limit; submit for the agent if configured. Returns True when nothing is left to wait for."""
+        ep.traj.termination = reason
+        if self.config.submit_on_limit:
+            ep.submitted_for_agent = True
+            futures[pool.submit(self._step, ep, {"submit": True})] = ("step", ep)
+            return False
+        return True
+
+    def _continue(self, ep: _Episode, observation: str, ready: list) -> bool:
+        """Append the observation message via the TITO bridge and queue the episode for generation.
+        Returns False when the next turn would not fit in the context."""
+        turn, gen, traj = ep.pending_turn, ep.pending_generation, ep.traj
+        message = {"role": self.config.observation_role, "content": observation}
+        history = traj.messages[:-1]  # the conversation as the model saw it before this turn
+        bridge = self.tito.bridge(history, gen, [message], turn_index=len(traj.turns) - 1)
+        turn.bridge_ids = bridge.ids
+        turn.observation = observation
+        if bridge.drift is not None:
+            traj.drift_events.append(bridge.drift.to_dict())
+        traj.messages.append(message)
+        ep.ids = ep.ids + bridge.ids
+        # the prefix property, in token space: the next prompt extends the sequence the trainer will see
+        if ep.ids != traj.token_ids():
+            raise AssertionError("TITO bookkeeping: the next prompt is not the trajectory's token sequence")
+        if not self._fits(ep):
+            return False
+        ready.append(ep)
+        return True
+
+    @staticmethod
+    def _record_checks(traj: Trajectory, info: dict) -> None:
+        traj.checks = {k: info[k] for k in ("checks", "passed", "total", "resolved") if k in info}
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def rollout_metrics(trajectories: list[Trajectory], tokenizer, chat_template: str | None = None) -> dict:
+    """Per-batch numbers: reward, turns, tokens, and token drift in the loss region.
+
+    ``tito_drift_tokens`` is the loss-region drift of the TITO sequences (must be 0);
+    ``retokenize_drift_tokens`` is what a decode-and-re-tokenize pipeline would have had on the same rollouts,
+    and ``retokenize_drift_turns`` how many assistant turns it would have gotten wrong.
+    """
+    n = max(1, len(trajectories))
+    ok = [t for t in trajectories if t.termination != "error"]
+    tito = sum(loss_region_drift(t) for t in ok)
+    baseline = baseline_turns = loss_tokens = turns = 0
+    for t in ok:
+        d, total = retokenize_drift(t, tokenizer, chat_template)
+        baseline += d
+        loss_tokens += total
+        turns += t.num_turns
+        baseline_turns += _turns_with_retokenize_drift(t, tokenizer, chat_template)
+    terminations = collections.Counter(t.termination for t in trajectories)
+    return {
+        "episodes": len(trajectories),
+        "reward_mean": sum(t.reward for t in trajectories) / n,
+        "resolved_rate": sum(bool(t.checks.get("resolved")) for t in trajectories) / n,
+        "turns_mean": sum(t.num_turns for t in trajectories) / n,
+        "tokens_total": sum(len(t.token_ids()) for t in ok),
+        "loss_tokens": loss_tokens,
+        "tito_drift_tokens": tito,
+        "retokenize_drift_tokens": baseline,
+        "retokenize_drift_turns": baseline_turns,
+        "assistant_turns": turns,
+        "drift_events": sum(len(t.drift_events) for t in trajectories),
+        "terminations": dict(terminations),
+    }
+
+
+def _turns_with_retokenize_drift(traj: Trajectory, tokenizer, chat_template) -> int:
+    from t1train.tito import retokenize_drift_per_turn
+
+    return sum(1 for d in retokenize_drift_per_turn(traj, tokenizer, chat_template) if d > 0)

@@ -1,0 +1,71 @@
+"""Shared fixtures for t1train tests: the tiny MoE (real model, CPU) and one small scripted env.
+
+``ScriptedEnv`` is the only fake in these tests. It follows ``T1Terminal-v0``'s API (reset/step/close, reward at
+the end, ``info`` with per-check results) so the agent loop can be tested without sandboxes; the integration test
+in ``test_rollout.py`` runs the real env.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+class ScriptedEnv:
+    """A T1Terminal-v0 look-alike: commands echo back, ``{"submit": True}`` ends with a reward.
+
+    Args:
+        max_turns: truncate after this many commands (reward given, like the real env's verify_on_truncate).
+        checks: number of verifier checks; the reward is how many of ``passing`` commands were run.
+        passing: commands that each make one check pass.
+    """
+
+    def __init__(self, task: str = "scripted", max_turns: int = 100, checks: int = 2,
+                 passing: tuple[str, ...] = ("touch a", "touch b")):
+        self.task, self.max_turns, self.checks, self.passing = task, max_turns, checks, passing
+        self.closed = False
+        self.commands: list[str] = []
+
+    def reset(self, seed=None):
+        self.commands, self.turn = [], 0
+        return f"Task {self.task} (seed {seed}): create files a and b.", {"task_id": self.task}
+
+    def _result(self):
+        passed = sum(c in self.commands for c in self.passing)
+        checks = [{"name": f"check_{i}", "passed": i < passed} for i in range(self.checks)]
+        return {"checks": checks, "passed": passed, "total": self.checks, "resolved": passed == self.checks}
+
+    def step(self, action):
+        if isinstance(action, dict) and action.get("submit"):
+            info = self._result()
+            return "[t1] episode ended (submitted)", float(info["passed"]), True, False, info
+        self.turn += 1
+        self.commands.append(action)
+        obs = f"ran {action!r}\nline two {self.turn}\n"
+        if self.turn >= self.max_turns:
+            info = self._result()
+            return obs, float(info["passed"]), False, True, {"exit_code": 0, **info}
+        return obs, 0.0, False, False, {"exit_code": 0, "duration": 0.001, "timed_out": False}
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """``(model, tokenizer)`` of the tiny MoE, built once per test session (cached on disk across sessions)."""
+    from t1train.models import tiny_moe
+
+    return tiny_moe()
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny):
+    from t1train.engines.hf import HFEngine
+
+    model, tokenizer = tiny
+    return HFEngine(model, tokenizer)
+
+
+@pytest.fixture
+def scripted_env():
+    return ScriptedEnv
