@@ -219,13 +219,12 @@ class HFEngine:
                                                         if self.weight_version.isdigit() else self.weight_version)
 
     def update_weights_from_disk(self, path: str, weight_version: str | None = None) -> None:
-        """Load the ``*.safetensors`` files of a ``save_pretrained`` folder into the model, in place."""
-        from safetensors.torch import load_file
+        """Load a ``save_pretrained`` folder into the model, in place.
 
-        files = sorted(Path(path).glob("*.safetensors"))
-        if not files:
-            raise FileNotFoundError(f"no *.safetensors files in {path}; write them with model.save_pretrained()")
-        state = {}
-        for f in files:
-            state.update(load_file(str(f), device=str(self.device)))
-        self.load_state_dict(state, weight_version)
+        The folder is read with ``from_pretrained`` (on CPU) so that transformers' checkpoint conversions apply
+        (e.g. transformers 5 saves MoE experts per expert but holds them fused in memory)."""
+        if not any(Path(path).glob("*.safetensors")) and not any(Path(path).glob("*.bin")):
+            raise FileNotFoundError(f"no weight files in {path}; write them with model.save_pretrained()")
+        fresh = type(self.model).from_pretrained(path, dtype=next(self.model.parameters()).dtype)
+        self.load_state_dict(fresh.state_dict(), weight_version)
+        del fresh

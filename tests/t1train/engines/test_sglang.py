@@ -1,0 +1,142 @@
+"""SGLangEngine against the stand-in server (SGLang's schema, backed by the tiny model; not SGLang)."""
+
+import threading
+import time
+
+import pytest
+
+from t1train.engines.base import EngineError, SamplingParams
+from t1train.engines.sglang import SGLangEngine, decode_routed_experts, encode_routed_experts
+from t1train.engines.sglang_standin import StandInSGLangServer
+
+
+@pytest.fixture
+def server(tiny_engine):
+    with StandInSGLangServer(tiny_engine) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    engine = SGLangEngine(server.url, top_k_experts=2, retries=2)
+    yield engine
+    engine.close()
+
+
+def test_request_follows_sglang_schema(client, server, tiny):
+    _, tok = tiny
+    prompt = tok.encode("ls -la")
+    client.generate([prompt], SamplingParams(max_new_tokens=5, temperature=0.5, top_p=0.9, stop=["\n"], seed=4,
+                                             stop_token_ids=[7]), return_routed_experts=True)
+    body = server.requests[-1]
+    assert body["input_ids"] == prompt and body["return_logprob"] is True and body["stream"] is False
+    assert body["rid"].startswith("t1-")
+    assert body["return_routed_experts"] is True and body["routed_experts_start_len"] == len(prompt) - 1
+    assert body["sampling_params"] == {"max_new_tokens": 5, "temperature": 0.5, "top_p": 0.9, "top_k": -1,
+                                       "ignore_eos": False, "skip_special_tokens": False, "no_stop_trim": True,
+                                       "stop": ["\n"], "stop_token_ids": [7], "sampling_seed": 4}
+
+
+def test_ids_logprobs_and_routing_come_back_exactly(client, tiny, tiny_engine):
+    _, tok = tiny
+    prompts = [tok.encode("ls -la"), tok.encode("git status")]
+    sp = SamplingParams(max_new_tokens=12, seed=5, ignore_eos=True)
+    remote = client.generate(prompts, sp, return_routed_experts=True)
+    local = [tiny_engine.generate([p], sp, return_routed_experts=True)[0] for p in prompts]
+    for r, loc in zip(remote, local):
+        assert r.token_ids == loc.token_ids and r.logprobs == loc.logprobs
+        assert r.routed_experts == loc.routed_experts and len(r.routed_experts) == 12
+        assert r.finish_reason == "length" and r.weight_version == "0"
+
+
+def test_finish_reasons(client):
+    sp = SamplingParams(max_new_tokens=40, seed=1)
+    g = client.parse_response({"output_ids": [5, 2], "meta_info": {
+        "finish_reason": {"type": "stop", "matched": 2}, "output_token_logprobs": [[-1.0, 5, None], [-0.5, 2, None]]}},
+        False)
+    assert g.finish_reason == "stop" and g.matched_stop == 2 and g.stopped_on_token
+    g = client.parse_response({"meta_info": {"finish_reason": {"type": "stop", "matched": "```"},
+                                             "output_token_logprobs": [[-1.0, 5, None]]}}, False)
+    assert g.matched_stop == "```" and not g.stopped_on_token
+    assert client.generate([[1, 2]], sp)[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.parametrize("response,match", [
+    ({"meta_info": {"finish_reason": {"type": "length"}}}, "return_logprob"),
+    ({"output_ids": [1], "meta_info": {"finish_reason": {"type": "length"},
+                                       "output_token_logprobs": [[-1.0, 2, None]]}}, "disagree"),
+    ({"meta_info": {"finish_reason": None, "output_token_logprobs": []}}, "not a finished"),
+    ({"meta_info": {"finish_reason": {"type": "weird"}, "output_token_logprobs": []}}, "unknown"),
+])
+def test_malformed_responses_raise(client, response, match):
+    with pytest.raises(EngineError, match=match):
+        client.parse_response(response, False)
+
+
+def test_http_errors_raise_with_the_server_message(client, server):
+    server.fail_next(400, {"error": {"message": "The input (9 tokens) is longer than the model's context"}})
+    with pytest.raises(EngineError, match="HTTP 400: The input"):
+        client.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+    server.fail_next(422, {"detail": [{"msg": "field required"}]})
+    with pytest.raises(EngineError, match="422.*field required"):
+        client.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+
+
+def test_the_stand_in_rejects_what_sglang_rejects(client, server):
+    with pytest.raises(EngineError, match="input_ids. only"):
+        client._call("POST", "/generate", {"text": "hi"})
+    with pytest.raises(EngineError, match="unknown sampling params"):
+        client._call("POST", "/generate", {"input_ids": [1], "sampling_params": {"bogus": 1}})
+    with pytest.raises(EngineError, match="context length"):
+        client.generate([[1] * 9000], SamplingParams(max_new_tokens=2))
+
+
+def test_retries_transient_errors(client, server):
+    server.fail_next(503, {"error": {"message": "busy"}})
+    assert len(client.generate([[1, 2]], SamplingParams(max_new_tokens=3, ignore_eos=True))[0].token_ids) == 3
+
+
+def test_unreachable_server():
+    engine = SGLangEngine("http://127.0.0.1:9", retries=1)
+    with pytest.raises(EngineError, match="unreachable"):
+        engine.generate([[1]], SamplingParams())
+    assert engine.health() is False
+
+
+@pytest.mark.parametrize("how", ["rid", "all"])
+def test_aborted_request_returns_partial_ids(client, server, how):
+    server.hold_s = 5.0
+    out = {}
+    t = threading.Thread(target=lambda: out.update(g=client.generate(
+        [[1, 2, 3]], SamplingParams(max_new_tokens=10, ignore_eos=True, seed=0))[0]))
+    t.start()
+    while not server.requests:
+        time.sleep(0.01)
+    if how == "rid":
+        client.abort(rid=server.requests[-1]["rid"])
+    else:
+        client.abort(abort_all=True)
+    t.join(timeout=10)
+    g = out["g"]
+    assert g.finish_reason == "abort" and len(g.token_ids) == 5 == len(g.logprobs)
+
+
+def test_weight_updates(client, server, tmp_path, tiny):
+    model, _ = tiny
+    model.save_pretrained(tmp_path)  # same weights, new version
+    result = client.update_weights_from_disk(str(tmp_path), weight_version="step-3")
+    assert result["success"] and client.model_info()["weight_version"] == "step-3"
+    assert client.generate([[1, 2]], SamplingParams(max_new_tokens=2))[0].weight_version == "step-3"
+    server.engine.weight_version = "0"
+    with pytest.raises(EngineError, match="400.*Failed to update"):
+        client.update_weights_from_disk(str(tmp_path / "nope"))
+    client.flush_cache()
+    client.pause_generation()
+    client.continue_generation()
+
+
+def test_routed_experts_wire_format():
+    rows = [[[0, 3], [1, 2]], [[2, 1], [3, 0]]]
+    assert decode_routed_experts(encode_routed_experts(rows), rows=2, top_k=2) == rows
+    with pytest.raises(EngineError, match="multiple"):
+        decode_routed_experts(encode_routed_experts(rows), rows=3)
