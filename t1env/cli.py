@@ -30,8 +30,8 @@ from t1env.sandbox import BACKENDS, SandboxError
 from t1env.task import TaskError
 from t1env.verify import REWARD_MODES
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _cmd_list(args) -> int:

@@ -22,7 +22,8 @@ memory.
 Recovery. On timeout the session sends Ctrl-C, then kills the terminal's foreground process group,
 and checks the shell answers; if it does not, it starts a new shell and says so in the result. A
 command that ends the shell (``exit``, a failure under ``set -e``) is reported with the shell's exit
-code and a new shell is started.
+code and a new shell is started. When no new shell can start (the sandbox itself is gone),
+:class:`~t1env.sandbox.base.SandboxError` is raised.
 
 Example:
     >>> from t1env.sandbox.local import LocalSandbox
@@ -372,7 +373,7 @@ class ShellSession:
         try:
             self._restart()
         except SandboxError as e:
-            return self._result(cap, None, t0, timed_out=True, note=f"command timed out after {timeout:g}s and the shell could not be restarted: {e}")
+            raise SandboxError(f"command timed out after {timeout:g}s and the shell could not be restarted: {e}") from e
         return self._result(
             cap, None, t0, timed_out=True, restarted=True,
             note=f"command timed out after {timeout:g}s and the shell did not recover; a new shell was started "
@@ -411,7 +412,7 @@ class ShellSession:
         try:
             self._restart()
         except SandboxError as e:
-            return self._result(cap, code, t0, note=f"the shell exited (code {code}) and could not be restarted: {e}")
+            raise SandboxError(f"the shell exited (code {code}) and could not be restarted: {e}") from e
         return self._result(
             cap, code, t0, restarted=True,
             note=f"the shell exited (code {code}); a new shell was started in {self.sandbox.config.workdir} "
