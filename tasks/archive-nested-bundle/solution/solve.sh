@@ -4,7 +4,7 @@ cd /app
 ls -la incoming
 mkdir -p extracted
 tar -xzf incoming/reports-2024.tar.gz -C extracted
-tar -xjf incoming/misc.tar.bz2 -C extracted
+python3 -c "import tarfile; tarfile.open('incoming/misc.tar.bz2').extractall('extracted')"
 python3 -c "import zipfile; zipfile.ZipFile('incoming/legacy.zip').extractall('extracted')"
 # nested archives: extract next to themselves, then delete (repeat until none are left)
 while true; do

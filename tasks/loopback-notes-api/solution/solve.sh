@@ -120,6 +120,12 @@ exit 1
 SH
 chmod +x start.sh
 ./start.sh
-curl -s http://127.0.0.1:8080/health; echo
-curl -s -X POST -H 'Content-Type: application/json' -d '{"title": "first", "body": "hello"}' http://127.0.0.1:8080/notes; echo
-curl -s http://127.0.0.1:8080/notes; echo
+python3 - <<'PY'
+import json, urllib.request
+base = "http://127.0.0.1:8080"
+print(urllib.request.urlopen(base + "/health").read())
+req = urllib.request.Request(base + "/notes", data=json.dumps({"title": "first", "body": "hello"}).encode(),
+                             headers={"Content-Type": "application/json"}, method="POST")
+print(urllib.request.urlopen(req).read())
+print(urllib.request.urlopen(base + "/notes").read())
+PY

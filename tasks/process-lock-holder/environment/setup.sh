@@ -9,11 +9,19 @@ holder=$(start python3 /app/bin/worker.py --queue reports)
 sleep 0.5
 other1=$(start python3 /app/bin/worker.py --queue billing)
 other2=$(start python3 /app/bin/worker.py --queue alerts)
-# wait until the holder has its two helpers
+# wait until the holder has its two helpers (procps may not be installed: read /proc)
+helpers() {
+  for f in /proc/[0-9]*/cmdline; do
+    if tr '\0' ' ' < "$f" 2>/dev/null | grep -q ' /app/bin/worker[.]py --child '; then
+      d=${f%/cmdline}; echo "${d#/proc/}"
+    fi
+  done
+}
 for _ in $(seq 50); do
-  [ "$(pgrep -c -f 'worker[.]py --child')" = 2 ] && break
+  [ "$(helpers | wc -l)" = 2 ] && break
   sleep 0.1
 done
-children=$(pgrep -f 'worker[.]py --child' | tr '\n' ' ')
+[ "$(helpers | wc -l)" = 2 ] || { echo "helpers did not start" >&2; exit 1; }
+children=$(helpers | tr '\n' ',' | sed 's/,$//')
 printf '{"keeper": %s, "holder": %s, "others": [%s, %s], "children": [%s]}\n' \
-  "$keeper" "$holder" "$other1" "$other2" "$(echo $children | tr ' ' ',')" > /tmp/.t1-procs.json
+  "$keeper" "$holder" "$other1" "$other2" "$children" > /tmp/.t1-procs.json

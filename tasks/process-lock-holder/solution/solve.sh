@@ -1,7 +1,7 @@
 #!/bin/bash
 set -euo pipefail
 cd /app
-ps -eo pid,ppid,sid,cmd
+ps -eo pid,ppid,sid,cmd || true
 cat /proc/locks
 # the lock's inode, then the processes that have it open
 ino=$(stat -c %i /app/run/data.lock)
@@ -23,7 +23,7 @@ done
 echo "$parent" > /app/killed.txt
 kill -KILL $holders
 sleep 0.5
-ps -eo pid,ppid,cmd
+ps -eo pid,ppid,cmd || true
 cd /app/run
 TICK_INTERVAL=0.2 setsid nohup python3 /app/bin/ticker.py >> /app/run/ticker.log 2>/dev/null < /dev/null &
 echo $! > /app/run/ticker.pid

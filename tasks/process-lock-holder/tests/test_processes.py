@@ -33,6 +33,7 @@ def test_lock_holder_killed():
 
 
 def test_helpers_killed_and_lock_released():
+    assert len(STATE["children"]) == 2, "setup did not record the helpers"
     for pid in STATE["children"]:
         assert not alive(pid), f"helper {pid} still running"
     fd = os.open("/app/run/data.lock", os.O_RDWR)
