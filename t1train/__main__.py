@@ -1,0 +1,3 @@
+from t1train.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""The agent loop with the real tiny model: exact ids over long episodes, drift, concurrency, limits, real env."""
+
+import shutil
+import threading
+import time
+
+import pytest
+import torch
+
+from t1train.engines.base import SamplingParams
+from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, format_observation, rollout_metrics
+from t1train.tito import loss_region_drift
+
+from .conftest import ScriptedEnv
+
+SHORT = RolloutConfig(system_prompt="Use ```bash blocks. SUBMIT when done.", max_turns=12, concurrency=3)
+
+
+class RecordingEngine:
+    """Passes calls through to a real engine and keeps every (prompt, generation) pair."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+        self.max_concurrency = engine.max_concurrency
+
+    def generate(self, prompts, sampling, return_routed_experts=False):
+        gens = self.engine.generate(prompts, sampling, return_routed_experts)
+        self.calls += [(list(p), g) for p, g in zip(prompts, gens)]
+        return gens
+
+
+def test_exact_ids_over_twelve_turn_episodes(tiny, tiny_engine):
+    model, tok = tiny
+    engine = RecordingEngine(tiny_engine)
+    runner = RolloutRunner(engine, tok, lambda task: ScriptedEnv(task), SamplingParams(max_new_tokens=12, seed=0),
+                           SHORT)
+    trajs = runner.run([EpisodeSpec("scripted", seed) for seed in range(4)])
+    assert [t.num_turns for t in trajs] == [12] * 4
+    assert {t.termination for t in trajs} == {"max_turns"}
+    by_prompt = {tuple(p): g for p, g in engine.calls}
+    assert len(engine.calls) == 48
+    for traj in trajs:
+        seq = traj.token_ids()
+        for turn in traj.turns:
+            # the engine was called with exactly the trajectory's prefix, and returned exactly the turn's ids
+            g = by_prompt[tuple(seq[: turn.prompt_len])]
+            assert g.token_ids == turn.sampled_ids and g.logprobs == turn.logprobs
+            assert seq[turn.prompt_len: turn.prompt_len + len(turn.sampled_ids)] == turn.sampled_ids
+        assert loss_region_drift(traj) == 0
+        assert sum(traj.loss_mask()) == sum(len(t.sampled_ids) for t in traj.turns)
+    # a trainer's forward over the whole episode reproduces the sampler's log-probs in the loss region
+    traj = trajs[0]
+    with torch.no_grad():
+        logits = model(torch.tensor([traj.token_ids()])).logits[0].float()
+    lp = torch.log_softmax(logits, -1)
+    ids, mask, sampler = traj.token_ids(), traj.loss_mask(), traj.sampler_logprobs()
+    recomputed = [lp[i - 1, ids[i]].item() for i in range(1, len(ids)) if mask[i]]
+    assert recomputed == pytest.approx([sampler[i] for i in range(1, len(ids)) if mask[i]], abs=1e-4)
+
+
+def test_metrics_tito_drift_zero_and_retokenize_baseline_positive(tiny, tiny_engine):
+    _, tok = tiny
+    runner = RolloutRunner(tiny_engine, tok, lambda task: ScriptedEnv(task),
+                           SamplingParams(max_new_tokens=16, seed=1), SHORT)
+    trajs = runner.run([EpisodeSpec("scripted", s) for s in range(3)])
+    m = rollout_metrics(trajs, tok)
+    assert m["tito_drift_tokens"] == 0
+    assert m["retokenize_drift_tokens"] > 0 and m["retokenize_drift_turns"] > 0
+    assert m["loss_tokens"] == sum(sum(t.loss_mask()) for t in trajs)
+    assert m["episodes"] == 3 and m["turns_mean"] == 12 and m["drift_events"] == 0
+
+
+def test_env_calls_overlap_and_results_keep_order(tiny, tiny_engine):
+    _, tok = tiny
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    class SlowEnv(ScriptedEnv):
+        def reset(self, seed=None):
+            self._track(+1)
+            time.sleep(0.1)
+            self._track(-1)
+            return super().reset(seed)
+
+        def step(self, action):
+            self._track(+1)
+            time.sleep(0.05)
+            self._track(-1)
+            return super().step(action)
+
+        @staticmethod
+        def _track(d):
+            with lock:
+                in_flight[0] += d
+                peak[0] = max(peak[0], in_flight[0])
+
+    cfg = RolloutConfig(system_prompt="x", max_turns=2, concurrency=4)
+    runner = RolloutRunner(tiny_engine, tok, lambda task: SlowEnv(task), SamplingParams(max_new_tokens=4), cfg)
+    specs = [EpisodeSpec(f"task-{i}", i) for i in range(6)]
+    trajs = runner.run(specs)
+    assert [t.task_id for t in trajs] == [s.task for s in specs]
+    assert peak[0] > 1  # several sandboxes were busy at once
+
+
+def test_env_failure_ends_only_that_episode(tiny, tiny_engine):
+    _, tok = tiny
+
+    def make_env(task):
+        if task == "broken":
+            raise RuntimeError("sandbox could not start")
+        return ScriptedEnv(task)
+
+    runner = RolloutRunner(tiny_engine, tok, make_env, SamplingParams(max_new_tokens=4),
+                           RolloutConfig(system_prompt="x", max_turns=2))
+    ok, broken = runner.run([EpisodeSpec("fine"), EpisodeSpec("broken")])
+    assert ok.termination == "max_turns" and ok.num_turns == 2
+    assert broken.termination == "error" and "sandbox could not start" in broken.error
+
+
+def test_context_limit_submits_for_the_agent(tiny, tiny_engine):
+    _, tok = tiny
+    cfg = RolloutConfig(system_prompt="x", max_turns=50, max_context_tokens=200)
+    runner = RolloutRunner(tiny_engine, tok, lambda t: ScriptedEnv(t), SamplingParams(max_new_tokens=16), cfg)
+    [traj] = runner.run([EpisodeSpec("scripted", 0)])
+    assert traj.termination == "context_limit"
+    assert len(traj.token_ids()) + 16 > 200 >= traj.turns[-1].prompt_len + 16
+    assert traj.checks["total"] == 2  # the loop submitted, so the verifier's result was collected
+
+
+def test_format_observation():
+    assert format_observation("out\n", {"exit_code": 2}, 100) == "out\n[exit code: 2]"
+    assert format_observation("", {"exit_code": 0}, 100) == "[exit code: 0]"
+    cut = format_observation("y" * 50, {"timed_out": True, "exit_code": 124}, 20)
+    assert cut.count("y") == 20 and "30 characters cut" in cut
+    assert "[the command timed out]" in format_observation("", {"timed_out": True}, 100)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the real t1 env")
+def test_real_t1_env(tiny, tiny_engine):
+    gym = pytest.importorskip("gymnasium")
+    import t1env  # noqa: F401  registers T1Terminal-v0
+
+    _, tok = tiny
+    cfg = RolloutConfig(max_turns=3, concurrency=2)
+    runner = RolloutRunner(tiny_engine, tok, lambda task: gym.make("T1Terminal-v0", task=task),
+                           SamplingParams(max_new_tokens=24, seed=0), cfg)
+    trajs = runner.run([EpisodeSpec("hello-file", 0), EpisodeSpec("hello-file", 1)])
+    for traj in trajs:
+        assert traj.task_id == "hello-file" and traj.termination in ("max_turns", "submit", "env_truncated")
+        assert traj.checks["total"] == 5 and len(traj.checks["checks"]) == 5
+        assert traj.reward == traj.checks["passed"]
+        assert loss_region_drift(traj) == 0
