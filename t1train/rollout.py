@@ -171,6 +171,7 @@ class RolloutRunner:
         slot: dict[int, int] = {}  # id(episode) -> index in `episodes`
         ready: list[_Episode] = []  # episodes waiting for the model
         futures: dict[Future, tuple[str, Any]] = {}
+        started: list[_Episode] = []
         active = 0
         gens_in_flight = 0
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency + max(1, self.engine.max_concurrency))
@@ -189,6 +190,7 @@ class RolloutRunner:
                     i, spec = queue.popleft()
                     ep = _Episode(spec, t_start=time.monotonic())
                     slot[id(ep)] = i
+                    started.append(ep)
                     futures[pool.submit(self._start, ep)] = ("start", ep)
                     active += 1
                 # -- batch every episode that waits for the model into one generate call
@@ -226,6 +228,13 @@ class RolloutRunner:
             for fut in list(futures):
                 fut.cancel()
             pool.shutdown(wait=True)
+            if len(results) < len(episodes):  # stopped by an error: leave no sandbox behind
+                for ep in started:
+                    if ep.traj is None or slot[id(ep)] not in results:
+                        try:
+                            self._close(ep)
+                        except Exception:  # noqa: BLE001 - best effort while unwinding
+                            pass
         return [results[i] for i in range(len(episodes))]
 
     # ---------------------------------------------------------------- bookkeeping (main thread)

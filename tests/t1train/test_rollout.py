@@ -149,3 +149,21 @@ def test_real_t1_env(tiny, tiny_engine):
         assert traj.checks["total"] == 5 and len(traj.checks["checks"]) == 5
         assert traj.reward == traj.checks["passed"]
         assert loss_region_drift(traj) == 0
+
+
+def test_engine_error_closes_every_sandbox(tiny):
+    _, tok = tiny
+    envs = []
+
+    def make_env(task):
+        envs.append(ScriptedEnv(task))
+        return envs[-1]
+
+    from t1train.engines.base import EngineError
+    from t1train.engines.sglang import SGLangEngine
+
+    unreachable = SGLangEngine("http://127.0.0.1:9", retries=1)  # a real client with no server behind it
+    runner = RolloutRunner(unreachable, tok, make_env, SamplingParams(), RolloutConfig(concurrency=3))
+    with pytest.raises(EngineError, match="unreachable"):
+        runner.run([EpisodeSpec("a"), EpisodeSpec("b"), EpisodeSpec("c")])
+    assert envs and all(env.closed for env in envs)
