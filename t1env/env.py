@@ -25,12 +25,13 @@ Example:
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable
 
 import gymnasium as gym
 
 from t1env.registry import get_task, list_tasks
-from t1env.sandbox import BACKENDS, Sandbox, SandboxError, make_sandbox
+from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
 from t1env.spaces import ShellAction, TerminalText
 from t1env.task import Task, TaskError
@@ -59,6 +60,9 @@ class TerminalEnv(gym.Env[str, Any]):
         task_dirs: extra folders to find task packages in.
         max_output_bytes: output kept per command (head and tail; the middle is dropped).
         verify_on_truncate: run the verifier (and give its reward) when the episode is truncated.
+        prestart: keep one sandbox with its shell started in the background for the next
+            ``reset()``, and stop finished sandboxes in the background (local backend only), so that
+            reset costs copying the task's files instead of starting a sandbox.
         render_mode: ``None`` or ``"ansi"``.
     """
 
@@ -78,6 +82,7 @@ class TerminalEnv(gym.Env[str, Any]):
         task_dirs: Iterable[str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT,
         verify_on_truncate: bool = True,
+        prestart: bool = True,
         render_mode: str | None = None,
     ):
         if backend not in BACKENDS:
@@ -100,8 +105,8 @@ class TerminalEnv(gym.Env[str, Any]):
         if not ids:
             raise TaskError(f"no tasks to run (split={split!r}); check task_dirs / T1ENV_TASK_PATH")
         self.task_ids = ids
-        for tid in ids:  # fail at construction, not in the middle of training
-            get_task(tid, self.task_dirs)
+        # resolve every task now: fail at construction, not in the middle of training
+        self._task_paths = {tid: str(get_task(tid, self.task_dirs).path) for tid in ids}
         self.backend = backend
         self.reward_mode = reward_mode
         self._max_turns = max_turns
@@ -110,7 +115,10 @@ class TerminalEnv(gym.Env[str, Any]):
         self._verifier_timeout = verifier_timeout
         self.max_output_bytes = max_output_bytes
         self.verify_on_truncate = verify_on_truncate
+        self.prestart = prestart and backend == "local"
         self.render_mode = render_mode
+        self._worker: ThreadPoolExecutor | None = None
+        self._spare: Future | None = None
 
         self.observation_space = TerminalText(max_length=max(max_output_bytes * 4, 65536) + _NOTE_ROOM)
         self.action_space = ShellAction()
@@ -145,16 +153,15 @@ class TerminalEnv(gym.Env[str, Any]):
             tid = self.task_ids[0]
         else:
             tid = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
-        self.task = get_task(tid, self.task_dirs)
-        self.sandbox = make_sandbox(self.backend, self.task)
+        self.task = get_task(self._task_paths.get(tid) or tid, self.task_dirs)
         try:
-            self.sandbox.start()
+            self.sandbox, self.shell = self._take_sandbox(self.task)
             self._prepare_workdir(self.task, self.sandbox)
-            self.shell = ShellSession(self.sandbox, max_output_bytes=self.max_output_bytes)
-            self.shell.start()
         except BaseException:
             self._teardown()
             raise
+        if self.prestart:
+            self._spare = self._background().submit(self._launch, self.task)
         self.turn = 0
         self._done = False
         self._t_start = time.monotonic()
@@ -169,6 +176,36 @@ class TerminalEnv(gym.Env[str, Any]):
             "max_turns": self.max_turns,
         }
         return self.task.instruction, info
+
+    def _launch(self, task: Task) -> tuple[Sandbox, ShellSession]:
+        box = make_sandbox(self.backend, task)
+        try:
+            box.start()
+            shell = ShellSession(box, max_output_bytes=self.max_output_bytes)
+            shell.start()
+        except BaseException:
+            box.stop()
+            raise
+        return box, shell
+
+    def _background(self) -> ThreadPoolExecutor:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="t1env-sandbox")
+        return self._worker
+
+    def _take_sandbox(self, task: Task) -> tuple[Sandbox, ShellSession]:
+        """The pre-started sandbox if it fits this task's isolation settings, else a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                box, shell = spare.result()
+            except Exception:
+                box = shell = None  # start a fresh one below; the error repeats there if it is real
+            if box is not None and shell is not None:
+                if box.config == SandboxConfig.from_task(task) and box.alive and shell.alive:
+                    return box, shell
+                self._background().submit(_stop, shell, box)
+        return self._launch(task)
 
     def _prepare_workdir(self, task: Task, box: Sandbox) -> None:
         wd = box.config.workdir
@@ -241,6 +278,15 @@ class TerminalEnv(gym.Env[str, Any]):
 
     def close(self) -> None:
         self._teardown()
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                _stop(*spare.result())
+            except Exception:
+                pass
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)  # every background stop has finished: nothing is left running
         super().close()
 
     # -- internals ---------------------------------------------------------------------------
@@ -289,7 +335,14 @@ class TerminalEnv(gym.Env[str, Any]):
     def _teardown(self) -> None:
         shell, self.shell = self.shell, None
         box, self.sandbox = self.sandbox, None
-        if shell is not None:
-            shell.close()
-        if box is not None:
-            box.stop()
+        if self.prestart and self._worker is not None:
+            self._worker.submit(_stop, shell, box)
+        else:
+            _stop(shell, box)
+
+
+def _stop(shell: ShellSession | None, box: Sandbox | None) -> None:
+    if shell is not None:
+        shell.close()
+    if box is not None:
+        box.stop()

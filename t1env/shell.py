@@ -36,8 +36,10 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import signal
 import time
 from dataclasses import dataclass
 
@@ -231,6 +233,12 @@ class ShellSession:
         child, self.child = self.child, None
         self.shell_pid = None
         if child is not None:
+            try:  # SIGKILL first: pexpect's polite close sleeps 100 ms or more
+                os.kill(child.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            child.ptyproc.delayafterclose = 0
+            child.ptyproc.delayafterterminate = 0
             try:
                 child.close(force=True)
             except Exception:
@@ -407,6 +415,7 @@ class ShellSession:
     def _recover_from_exit(self, cap: _Capture, t0: float) -> CommandResult:
         code = None
         if self.child is not None:
+            self.child.ptyproc.delayafterclose = 0
             self.child.close(force=True)
             code = self.child.exitstatus if self.child.exitstatus is not None else self.child.signalstatus
         try:

@@ -330,7 +330,28 @@ def _build(c, tar: bytes, dockerfile: str, tag: str, h: str, what: str, log) -> 
 
 
 def image_for(task: Task | None, log: Callable[[str], None] | None = None) -> str:
-    """The image a task runs in, built if needed: docker_image, else environment/Dockerfile, else the default."""
+    """The image a task runs in, built if needed: docker_image, else environment/Dockerfile, else the default.
+
+    Resolved once per process and task package state (the path, and the mtimes of environment/'s
+    files), so a reset costs no hashing and no engine call; :meth:`DockerSandbox.start` forgets a
+    resolution whose image has disappeared.
+    """
+    key = _resolution_key(task)
+    tag = _resolved.get(key)
+    if tag is None:
+        tag = _resolved[key] = _image_for(task, log)
+    return tag
+
+
+def _resolution_key(task: Task | None) -> tuple:
+    if task is None:
+        return (None,)
+    env = task.env_dir
+    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(env.rglob("*")) if p.is_file()) if env.is_dir() else ()
+    return (str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp)
+
+
+def _image_for(task: Task | None, log: Callable[[str], None] | None = None) -> str:
     if task is None:
         return default_image(log)
     e = task.spec.environment
@@ -596,12 +617,16 @@ class _Pool:
             self.cond.notify_all()
         return box
 
-    def close(self) -> None:
+    def close(self, wait: float = 60) -> None:
+        """Remove the ready containers; wait for one being made (its filler then removes it)."""
+        deadline = time.monotonic() + wait
         with self.cond:
             self.closed = True
+            self.cond.notify_all()
+            while self.filling and time.monotonic() < deadline and self.thread.is_alive():
+                self.cond.wait(0.1)
             boxes = list(self.ready)
             self.ready.clear()
-            self.cond.notify_all()
         for b in boxes:
             _reaper.remove(b)
 
@@ -673,11 +698,20 @@ class _Reaper:
     def remove(self, box: _Box) -> None:
         if box.helper is not None:
             box.helper.close()
+        if _exiting:  # no new threads at interpreter exit: remove it here and now
+            _remove_container(box.id)
+            return
         with self.cond:
             self.q.append(box)
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._loop, name="t1-docker-reaper", daemon=True)
-                self.thread.start()
+                try:
+                    self.thread.start()
+                except RuntimeError:  # interpreter shutting down
+                    self.thread = None
+                    self.q.remove(box)
+                    _remove_container(box.id)
+                    return
             self.cond.notify_all()
 
     def _loop(self) -> None:
@@ -723,7 +757,12 @@ def _remove_container(cid: str) -> None:
     _live.discard(cid)
 
 
+_exiting = False
+
+
 def _at_exit() -> None:
+    global _exiting
+    _exiting = True
     try:
         close_pools()
         _reaper.drain()
@@ -796,7 +835,15 @@ class DockerSandbox(Sandbox):
                 _reaper.remove(box)
                 box = pool.take(wait=5.0)
         self.warm = box is not None
-        self._box = box or _launch(self.image, self.config, task_id)
+        if box is None:
+            try:
+                box = _launch(self.image, self.config, task_id)
+            except SandboxError:
+                if self.task is None or not _resolved.pop(_resolution_key(self.task), None):
+                    raise
+                self.image = image_for(self.task)  # the cached image was removed: resolve (build) again
+                box = _launch(self.image, self.config, task_id)
+        self._box = box
         self._dead_reason = None
 
     @staticmethod
@@ -876,6 +923,9 @@ class DockerSandbox(Sandbox):
     # -- processes ---------------------------------------------------------------------------
     def shell_argv(self) -> list[str]:
         box = self._need()
+        problem = self._state_problem()  # a (re)started shell in a dead container: say why, now
+        if problem:
+            raise SandboxError(f"the sandbox is gone: {problem}")
         return [self._cli or _docker_cli(), "exec", "-it", "-w", self.config.workdir, box.id, "bash", "--noprofile", "--norc", "-i"]
 
     def spawn_env(self) -> dict[str, str]:
