@@ -167,3 +167,37 @@ def test_engine_error_closes_every_sandbox(tiny):
     with pytest.raises(EngineError, match="unreachable"):
         runner.run([EpisodeSpec("a"), EpisodeSpec("b"), EpisodeSpec("c")])
     assert envs and all(env.closed for env in envs)
+
+
+def test_actions_step_the_env_and_submit_collects_the_reward(tiny, tiny_engine):
+    """Drive the loop's turn handling with sampled-looking turns (the random tiny model rarely writes actions)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    from t1train.engines.base import Generation
+    from t1train.rollout import _Episode
+
+    _, tok = tiny
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    runner = RolloutRunner(tiny_engine, tok, lambda t: ScriptedEnv(t), SamplingParams(), RolloutConfig(max_turns=5))
+    ep = runner._start(_Episode(EpisodeSpec("scripted", 0)))
+    turns = ["```bash\ntouch a\n```", '<tool_call>{"name": "bash", "arguments": {"command": "touch b"}}</tool_call>',
+             "thinking", "SUBMIT"]
+    with ThreadPoolExecutor(2) as pool:
+        for text in turns:
+            ids = tok(text, add_special_tokens=False)["input_ids"] + [im_end]
+            futures, ready = {}, []
+            finished = runner._on_generation(ep, Generation(ids, [-1.0] * len(ids), "stop", im_end), futures, pool,
+                                              ready)
+            assert not finished
+            for fut in wait(list(futures)).done:
+                finished = runner._on_step(ep, fut.result(), futures, pool, ready)
+            assert ready == ([] if text == "SUBMIT" else [ep])
+    traj = ep.traj
+    assert finished and traj.termination == "submit" and traj.reward == 2.0 and traj.checks["resolved"]
+    assert [t.action["kind"] for t in traj.turns] == ["command", "command", "none", "submit"]
+    assert ep.env.commands == ["touch a", "touch b"]
+    assert "ran 'touch a'" in traj.turns[0].observation and "[exit code: 0]" in traj.turns[0].observation
+    assert "No valid action" in traj.turns[2].observation
+    assert [t.reward for t in traj.turns] == [0.0, 0.0, 0.0, 2.0]
+    assert traj.turns[-1].bridge_ids == [] and loss_region_drift(traj) == 0
+    assert tok.decode(traj.token_ids()).endswith("SUBMIT<|im_end|>")
