@@ -61,8 +61,8 @@ class TerminalEnv(gym.Env[str, Any]):
         max_output_bytes: output kept per command (head and tail; the middle is dropped).
         verify_on_truncate: run the verifier (and give its reward) when the episode is truncated.
         prestart: keep one sandbox with its shell started in the background for the next
-            ``reset()``, and stop finished sandboxes in the background (local backend only), so that
-            reset costs copying the task's files instead of starting a sandbox.
+            ``reset()``, and stop finished sandboxes in the background, so that reset costs copying
+            the task's files instead of starting a sandbox.
         render_mode: ``None`` or ``"ansi"``.
     """
 
@@ -115,7 +115,7 @@ class TerminalEnv(gym.Env[str, Any]):
         self._verifier_timeout = verifier_timeout
         self.max_output_bytes = max_output_bytes
         self.verify_on_truncate = verify_on_truncate
-        self.prestart = prestart and backend == "local"
+        self.prestart = prestart
         self.render_mode = render_mode
         self._worker: ThreadPoolExecutor | None = None
         self._spare: Future | None = None

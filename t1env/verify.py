@@ -31,8 +31,8 @@ from t1env.task import Task
 RewardMode = Literal["count", "fraction", "binary"]
 REWARD_MODES: tuple[str, ...] = ("count", "fraction", "binary")
 
-# Pure-Python distributions that make up pytest (pygments is optional and left out).
-_PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
+# Pure-Python distributions that make up pytest (pytest 9 imports pygments when it starts).
+_PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
 
 
 @dataclass
@@ -102,7 +102,7 @@ def runtime_bundle() -> Path:
     import pytest
 
     runner = data_dir("verifiers") / "run_checks.py"
-    key = hashlib.sha256(runner.read_bytes() + pytest.__version__.encode()).hexdigest()[:16]
+    key = hashlib.sha256(runner.read_bytes() + pytest.__version__.encode() + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
     out = Path.home() / ".cache" / "t1" / f"verifier-{key}"
     if not (out / "pytest.zip").is_file():
         tmp = out.with_name(out.name + f".tmp{secrets.token_hex(4)}")
