@@ -1,0 +1,2 @@
+# ~/.bashrc
+alias ll="ls -l"
