@@ -196,8 +196,11 @@ class RolloutRunner:
                 # -- batch every episode that waits for the model into one generate call
                 if ready and gens_in_flight < max(1, self.engine.max_concurrency):
                     batch, ready = ready, []
+                    # with routing: each prompt's rows from the first position no earlier turn covered (R3)
+                    extra = {"routed_experts_start": [_routing_start(ep) for ep in batch]} \
+                        if cfg.return_routed_experts else {}
                     fut = pool.submit(self.engine.generate, [ep.ids for ep in batch], self.sampling,
-                                      cfg.return_routed_experts)
+                                      cfg.return_routed_experts, **extra)
                     futures[fut] = ("generate", batch)
                     gens_in_flight += 1
                 if not futures:
@@ -250,7 +253,8 @@ class RolloutRunner:
         traj = ep.traj
         turn = Turn(prompt_len=len(ep.ids), sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
                     finish_reason=gen.finish_reason, routed_experts=gen.routed_experts,
-                    weight_version=gen.weight_version)
+                    weight_version=gen.weight_version, prompt_routed_experts=gen.prompt_routed_experts,
+                    routed_experts_start=gen.routed_experts_start)
         traj.turns.append(turn)
         ep.ids = ep.ids + turn.sampled_ids
         text = self.tito.assistant_text(gen)
@@ -375,3 +379,10 @@ def _turns_with_retokenize_drift(traj: Trajectory, tokenizer, chat_template) -> 
     from t1train.tito import retokenize_drift_per_turn
 
     return sum(1 for d in retokenize_drift_per_turn(traj, tokenizer, chat_template) if d > 0)
+
+
+def _routing_start(ep: _Episode) -> int:
+    """The first position of ``ep.ids`` whose routing no earlier turn recorded (R3, ``Trajectory``)."""
+    turns = ep.traj.turns
+    covered = turns[-1].prompt_len + len(turns[-1].sampled_ids) - 1 if turns else 0
+    return min(covered, len(ep.ids) - 1)

@@ -51,6 +51,12 @@ class Turn:
     """Per-step env info kept for analysis (exit code, duration, timed_out, ...)."""
     weight_version: str | None = None
     """Engine weight version the turn was sampled with."""
+    prompt_routed_experts: list[list[list[int]]] | None = None
+    """Routing of the turn's prompt positions ``[routed_experts_start, prompt_len - 1)``: the positions no earlier
+    turn covered (the previous turn's last sampled token and the bridge). Together with ``routed_experts`` they
+    give every position of the training sequence a row (``Trajectory.routed_experts_by_position``)."""
+    routed_experts_start: int | None = None
+    """First position ``prompt_routed_experts`` covers."""
 
 
 @dataclass
@@ -105,6 +111,35 @@ class Trajectory:
             return None
         return [row for t in self.turns for row in t.routed_experts]
 
+    def routed_experts_by_position(self) -> tuple[list[list[list[int]]], list[bool]] | None:
+        """The sampler's routing for every position of ``token_ids()``: ``(rows, recorded)``.
+
+        Row ``p`` holds the experts the sampler's forward chose for the token at position ``p`` (its input), which
+        is what R3 replays (``t1train/r3.py``). Positions no forward consumed (the last token, unless the episode
+        continued) and those a turn did not return are ``recorded=False`` (zeros), and the trainer routes them
+        live. Where turns overlap, the first record wins (as SGLang's radix cache reuses the first computation).
+        None if no turn carries routing.
+        """
+        if not any(t.routed_experts for t in self.turns):
+            return None
+        width = next(len(t.routed_experts[0]) for t in self.turns if t.routed_experts)
+        top_k = len(next(t.routed_experts[0][0] for t in self.turns if t.routed_experts))
+        n = len(self.token_ids())
+        rows: list = [None] * n
+        for turn in self.turns:
+            if not turn.routed_experts:
+                continue
+            prompt_rows = turn.prompt_routed_experts or []
+            start = turn.routed_experts_start if turn.routed_experts_start is not None else turn.prompt_len - 1
+            if start + len(prompt_rows) != turn.prompt_len - 1:
+                raise ValueError(f"turn at {turn.prompt_len}: {len(prompt_rows)} prompt routing rows from position "
+                                 f"{start} do not end at the last prompt position")
+            for p, row in enumerate(prompt_rows + turn.routed_experts, start=start):
+                if p < n and rows[p] is None:
+                    rows[p] = row
+        blank = [[0] * top_k for _ in range(width)]
+        return [r if r is not None else blank for r in rows], [r is not None for r in rows]
+
     @property
     def num_turns(self) -> int:
         return len(self.turns)
@@ -139,7 +174,11 @@ def load_jsonl(path: str | Path) -> list[Trajectory]:
 
 
 def training_record(traj: Trajectory) -> dict:
-    """The flat, aligned view of one episode that a trainer consumes."""
+    """The flat, aligned view of one episode that a trainer consumes.
+
+    ``routed_experts_by_position``/``routing_recorded`` align with ``input_ids`` (R3; see
+    ``Trajectory.routed_experts_by_position``); ``routed_experts`` keeps only the loss-region rows."""
+    by_position = traj.routed_experts_by_position()
     return {
         "task_id": traj.task_id,
         "seed": traj.seed,
@@ -147,6 +186,8 @@ def training_record(traj: Trajectory) -> dict:
         "loss_mask": traj.loss_mask(),
         "sampler_logprobs": traj.sampler_logprobs(),
         "routed_experts": traj.routed_experts(),
+        "routed_experts_by_position": by_position[0] if by_position else None,
+        "routing_recorded": by_position[1] if by_position else None,
         "turn_rewards": [t.reward for t in traj.turns],
         "reward": traj.reward,
         "num_turns": traj.num_turns,

@@ -27,6 +27,12 @@ For MoE models an engine can return, per sampled token, the experts each MoE lay
 *produced* that token (the position whose logits it was sampled from): an int array ``[num_tokens, moe_layers,
 top_k]``. Row ``i`` belongs to the forward pass that emitted ``token_ids[i]``, so the rows line up with
 ``logprobs``. R3 (rollout routing replay) replays these choices when the trainer recomputes log-probs.
+
+The trainer's forward also routes the prompt tokens, so an engine can return their rows too: with
+``routed_experts_start=[s, ...]`` (one prompt position per prompt) ``Generation.prompt_routed_experts`` holds the
+rows of prompt positions ``[s, len(prompt) - 1)`` (the last prompt position's row is ``routed_experts[0]``). The
+rollout loop asks each turn only for the positions the previous turns did not cover, and
+``Trajectory.routed_experts_by_position`` stitches them into one row per position of the training sequence.
 """
 
 from __future__ import annotations
@@ -90,6 +96,10 @@ class Generation:
     """``[len(token_ids), moe_layers, top_k]`` expert ids, when requested and the model is MoE."""
     weight_version: str | None = None
     """The engine's weight version when this was sampled."""
+    prompt_routed_experts: list[list[list[int]]] | None = None
+    """Rows of prompt positions ``[routed_experts_start, len(prompt) - 1)`` when requested (see the module docstring)."""
+    routed_experts_start: int | None = None
+    """The first prompt position ``prompt_routed_experts`` covers."""
 
     def __post_init__(self):
         if len(self.token_ids) != len(self.logprobs):
@@ -118,9 +128,10 @@ class Engine(Protocol):
     max_concurrency: int
 
     def generate(
-        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False
+        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
+        routed_experts_start: list[int] | None = None,
     ) -> list[Generation]:
-        """Sample one continuation per prompt."""
+        """Sample one continuation per prompt (``routed_experts_start``: see "Routed experts" above)."""
         ...
 
     def update_weights_from_disk(self, path: str, weight_version: str | None = None) -> None:

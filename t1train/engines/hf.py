@@ -2,7 +2,9 @@
 
 The decode loop is written out here rather than calling ``model.generate`` so that the engine controls exactly
 which distribution each token is drawn from and returns that distribution's log-prob (see
-``t1train/engines/base.py``), and so that it can record MoE routing per sampled token.
+``t1train/engines/base.py``), and so that it can record MoE routing (R3 capture, ``t1train/r3.py``): forward hooks
+on the routers of the MoE layers (dense layers skipped) keep the expert ids of every forward; the prefill gives
+the prompt positions' rows, each decode step the row of the position that produced the next token.
 
 Prompts in a batch are left-padded; position ids are computed from the attention mask, so a padded prompt sees
 the same positions as it would alone. Sequences that finish early keep receiving pad tokens (ignored) until the
@@ -18,6 +20,7 @@ from pathlib import Path
 import torch
 
 from t1train.engines.base import FINISH_LENGTH, FINISH_STOP, Generation, SamplingParams
+from t1train.r3 import RoutingRecorder, moe_layers
 
 
 def sample_from_logits(
@@ -47,47 +50,6 @@ def sample_from_logits(
     logprobs_all = torch.log_softmax(scores, dim=-1)
     tokens = torch.multinomial(logprobs_all.exp(), 1, generator=generator)[:, 0]
     return tokens, logprobs_all.gather(-1, tokens[:, None])[:, 0]
-
-
-def find_routers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The MoE router modules, in layer order: submodules named ``...mlp.gate`` with a ``top_k`` attribute
-    (transformers' ``*TopKRouter`` classes, e.g. Qwen3-MoE, Mixtral)."""
-    return [m for name, m in model.named_modules() if name.endswith("mlp.gate") and hasattr(m, "top_k")]
-
-
-class RoutingRecorder:
-    """Forward hooks that keep the expert ids each router chose in the latest forward pass."""
-
-    def __init__(self, routers: list[torch.nn.Module]):
-        self.routers = routers
-        self.latest: list[torch.Tensor | None] = [None] * len(routers)
-        self._handles = []
-        self.enabled = False
-
-    def __enter__(self):
-        self.enabled = True
-        for i, router in enumerate(self.routers):
-            self._handles.append(router.register_forward_hook(self._hook(i)))
-        return self
-
-    def __exit__(self, *exc):
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
-        self.enabled = False
-
-    def _hook(self, layer: int):
-        def hook(module, args, output):
-            # transformers' TopKRouter returns (router_logits, routing_weights, selected_experts).
-            indices = output[-1] if isinstance(output, tuple) else torch.topk(output, module.top_k, dim=-1).indices
-            self.latest[layer] = indices.detach()
-
-        return hook
-
-    def rows(self, batch: int, seq: int, position: int) -> torch.Tensor:
-        """``[batch, layers, top_k]`` expert ids at ``position`` of the latest ``[batch, seq]`` forward."""
-        per_layer = [t.reshape(batch, seq, -1)[:, position] for t in self.latest]
-        return torch.stack(per_layer, dim=1).to("cpu", torch.int32)
 
 
 class HFEngine:
@@ -125,7 +87,7 @@ class HFEngine:
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = pad if pad is not None else next(iter(self.eos_token_ids), 0)
         self.max_context_length = getattr(model.config, "max_position_embeddings", None)
-        self.routers = find_routers(model)
+        self.moe_layers = moe_layers(model)
         # transformers 5.x renamed `past_key_values` to `cache`; support both spellings.
         self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self.weight_version = "0"
@@ -133,13 +95,18 @@ class HFEngine:
 
     # ---------------------------------------------------------------- generation
     def generate(
-        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False
+        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
+        routed_experts_start: list[int] | None = None,
     ) -> list[Generation]:
+        """Sample one continuation per prompt. With ``return_routed_experts``, each Generation carries the rows of
+        the sampled tokens and, from ``routed_experts_start[i]`` (a prompt position; default ``len(prompt) - 1``:
+        none), the rows of the prompt positions before the last (see ``Generation.prompt_routed_experts``)."""
         if sampling.stop and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer: pass HFEngine(model, tokenizer)")
         for prompt in prompts:
             if not prompt:
                 raise ValueError("empty prompt: a prompt needs at least one token id")
+        starts = _routing_starts(prompts, routed_experts_start)
         results: list[Generation] = []
         with self._lock, torch.inference_mode():
             generator = self.generator
@@ -147,10 +114,11 @@ class HFEngine:
                 generator = torch.Generator(self.device).manual_seed(sampling.seed)
             for start in range(0, len(prompts), self.max_batch_size):
                 chunk = prompts[start : start + self.max_batch_size]
-                results.extend(self._generate_batch(chunk, sampling, generator, return_routed_experts))
+                chunk_starts = starts[start : start + self.max_batch_size]
+                results.extend(self._generate_batch(chunk, sampling, generator, return_routed_experts, chunk_starts))
         return results
 
-    def _generate_batch(self, prompts, sampling, generator, want_routing) -> list[Generation]:
+    def _generate_batch(self, prompts, sampling, generator, want_routing, starts) -> list[Generation]:
         batch = len(prompts)
         width = max(len(p) for p in prompts)
         budget = sampling.max_new_tokens
@@ -172,17 +140,25 @@ class HFEngine:
         out_routes: list[list[torch.Tensor]] = [[] for _ in range(batch)]
         finish: list[tuple[str, int | str | None] | None] = [None] * batch
 
-        recorder = RoutingRecorder(self.routers if want_routing else [])
+        prompt_routes: list[list | None] = [None] * batch
+        recorder = RoutingRecorder(self.moe_layers if want_routing else [])
         with recorder:
             cache = None
             step_ids = input_ids
-            for _ in range(budget):
+            for step in range(budget):
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1] :]
                 out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
                                  use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
                 cache = out.cache if self._cache_kwarg == "cache" else out.past_key_values
                 tokens, logprobs = sample_from_logits(out.logits[:, -1], sampling, generator)
-                routes = recorder.rows(batch, step_ids.shape[1], -1) if recorder.routers else None
+                routes = None
+                if recorder.layers:
+                    stacked = recorder.stacked(batch, step_ids.shape[1])  # [batch, seq, moe_layers, top_k]
+                    routes = stacked[:, -1]
+                    if step == 0:  # the prefill: prompt positions
+                        for i, p in enumerate(prompts):
+                            pad = width - len(p)
+                            prompt_routes[i] = stacked[i, pad + starts[i] : pad + len(p) - 1].tolist()
                 for i in range(batch):
                     if finish[i] is not None:
                         continue
@@ -207,7 +183,10 @@ class HFEngine:
         for i in range(batch):
             reason, matched = finish[i] or (FINISH_LENGTH, None)
             routed = torch.stack(out_routes[i]).tolist() if out_routes[i] else None
-            results.append(Generation(out_ids[i], out_lps[i], reason, matched, routed, self.weight_version))
+            gen = Generation(out_ids[i], out_lps[i], reason, matched, routed, self.weight_version)
+            if routed is not None:
+                gen.prompt_routed_experts, gen.routed_experts_start = prompt_routes[i], starts[i]
+            results.append(gen)
         return results
 
     # ---------------------------------------------------------------- weights
@@ -228,3 +207,15 @@ class HFEngine:
         fresh = type(self.model).from_pretrained(path, dtype=next(self.model.parameters()).dtype)
         self.load_state_dict(fresh.state_dict(), weight_version)
         del fresh
+
+
+def _routing_starts(prompts: list[list[int]], starts: list[int] | None) -> list[int]:
+    """Validate per-prompt routing start positions (default: the last prompt position, i.e. no prompt rows)."""
+    if starts is None:
+        return [len(p) - 1 for p in prompts]
+    if len(starts) != len(prompts):
+        raise ValueError(f"{len(starts)} routed_experts_start values for {len(prompts)} prompts")
+    for p, s in zip(prompts, starts):
+        if not 0 <= s <= len(p) - 1:
+            raise ValueError(f"routed_experts_start {s} is outside the prompt [0, {len(p) - 1}]")
+    return list(starts)

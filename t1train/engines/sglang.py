@@ -21,8 +21,11 @@ Response (HTTP 200)::
                    "routed_experts": "<base64 of int32 [rows, layers, top_k]>"}}
 
 The sampled ids are taken from ``output_token_logprobs`` (one entry per sampled token, in order) and checked
-against ``output_ids``. Routed experts cover positions ``[routed_experts_start_len, seqlen - 1)``; starting at
-the last prompt position gives one row per sampled token, the row of the forward pass that produced it.
+against ``output_ids``. Routed experts cover positions ``[routed_experts_start_len, seqlen - 1)`` (no row for the
+last token, which no forward pass consumed), one slot per decoder layer: starting at the last prompt position gives
+one row per sampled token, the row of the forward pass that produced it; an earlier start adds the rows of prompt
+positions (``Generation.prompt_routed_experts``), which multi-turn rollouts use to cover the bridge tokens since the
+previous turn. ``moe_layers`` maps the engine's decoder layers to MoE layers (dense layers dropped).
 
 Errors: a rejected request answers 4xx/5xx with ``{"error": {"message": ...}}`` (FastAPI validation errors use
 ``{"detail": ...}``); these raise :class:`EngineError`. A request aborted with ``/abort_request`` answers 200 with
@@ -58,18 +61,33 @@ from t1train.engines.base import (
 _RETRY_STATUS = {502, 503, 504}
 
 
-def decode_routed_experts(data: str, rows: int, top_k: int | None = None) -> list[list[list[int]]]:
-    """Decode SGLang's base64 int32 routing into ``[rows, layers, top_k]`` (layers inferred from the size)."""
+def decode_routed_experts(data: str, rows: int, top_k: int | None = None,
+                           moe_layers: list[int] | None = None) -> list[list[list[int]]]:
+    """Decode SGLang's base64 int32 routing into ``[rows, layers, top_k]``.
+
+    SGLang writes one slot per *engine* layer (``num_hidden_layers``, dense layers included, their slots
+    meaningless). ``moe_layers`` (engine-layer indices of the MoE layers, ``t1train.r3.moe_layer_indices(config)``)
+    keeps only those, in order; None keeps every layer (the layer count is inferred from the size).
+    """
     flat = np.frombuffer(base64.b64decode(data), dtype=np.int32)
     if rows == 0:
+        if flat.size:
+            raise EngineError(f"routed_experts has {flat.size} values but no row was expected")
         return []
     if flat.size % rows:
-        raise EngineError(f"routed_experts has {flat.size} values, not a multiple of {rows} rows")
+        raise EngineError(f"routed_experts has {flat.size} values, not a multiple of {rows} rows; SGLang sends "
+                          "one row per position in [routed_experts_start_len, seqlen - 1)")
     per_row = flat.size // rows
     k = top_k or per_row
     if per_row % k:
         raise EngineError(f"routed_experts row of {per_row} values is not a multiple of top_k={k}")
-    return flat.reshape(rows, per_row // k, k).tolist()
+    table = flat.reshape(rows, per_row // k, k)
+    if moe_layers is not None:
+        if max(moe_layers, default=-1) >= table.shape[1]:
+            raise EngineError(f"routed_experts has {table.shape[1]} layers but moe_layers names layer "
+                              f"{max(moe_layers)}; is the server running the same model?")
+        table = table[:, moe_layers]
+    return table.tolist()
 
 
 def encode_routed_experts(rows: list[list[list[int]]]) -> str:
@@ -87,6 +105,8 @@ class SGLangEngine:
         retries: attempts for connection errors and 502/503/504.
         top_k_experts: the model's experts per token, to shape routed experts (``num_experts_per_tok``);
             None treats each row as one layer.
+        moe_layers: engine-layer indices of the MoE layers (``t1train.r3.moe_layer_indices(config)``): SGLang
+            returns a slot per decoder layer, dense ones included; None keeps them all.
         api_key: sent as ``Authorization: Bearer`` when the server requires one.
 
     Example:
@@ -95,12 +115,14 @@ class SGLangEngine:
     """
 
     def __init__(self, url: str, max_concurrency: int = 64, timeout: float = 600.0, retries: int = 3,
-                 top_k_experts: int | None = None, api_key: str | None = None):
+                 top_k_experts: int | None = None, api_key: str | None = None,
+                 moe_layers: list[int] | None = None):
         self.url = url.rstrip("/")
         self.max_concurrency = max_concurrency
         self.timeout = timeout
         self.retries = retries
         self.top_k_experts = top_k_experts
+        self.moe_layers = moe_layers
         self.session = requests.Session()
         if api_key:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
@@ -128,7 +150,8 @@ class SGLangEngine:
         raise EngineError(f"SGLang {path} kept failing after {self.retries} attempts (last HTTP {resp.status_code})")
 
     # ---------------------------------------------------------------- generation
-    def request_body(self, prompt: list[int], sampling: SamplingParams, rid: str, return_routed_experts: bool) -> dict:
+    def request_body(self, prompt: list[int], sampling: SamplingParams, rid: str, return_routed_experts: bool,
+                     routed_experts_start: int | None = None) -> dict:
         params = {
             "max_new_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature,
@@ -154,10 +177,11 @@ class SGLangEngine:
         }
         if return_routed_experts:
             body["return_routed_experts"] = True
-            body["routed_experts_start_len"] = len(prompt) - 1
+            body["routed_experts_start_len"] = len(prompt) - 1 if routed_experts_start is None else routed_experts_start
         return body
 
-    def parse_response(self, data: dict, return_routed_experts: bool) -> Generation:
+    def parse_response(self, data: dict, return_routed_experts: bool, prompt_len: int | None = None,
+                       routed_experts_start: int | None = None) -> Generation:
         """Turn one ``/generate`` response into a Generation (validating the fields TITO relies on)."""
         try:
             meta = data["meta_info"]
@@ -182,19 +206,31 @@ class SGLangEngine:
             reason, matched = FINISH_ABORT, finish.get("message")
         else:
             raise EngineError(f"unknown SGLang finish_reason type {kind!r}")
-        routed = None
-        if return_routed_experts and meta.get("routed_experts"):
-            routed = decode_routed_experts(meta["routed_experts"], len(ids), self.top_k_experts)
-        return Generation(ids, logprobs, reason, matched, routed, meta.get("weight_version"))
+        gen = Generation(ids, logprobs, reason, matched, None, meta.get("weight_version"))
+        if return_routed_experts and meta.get("routed_experts") and ids:
+            # rows cover positions [start, prompt_len + len(ids) - 1): the prompt's, then one per sampled token
+            prompt_len = prompt_len if prompt_len is not None else int(meta.get("prompt_tokens", 0))
+            start = prompt_len - 1 if routed_experts_start is None else routed_experts_start
+            prompt_rows = prompt_len - 1 - start
+            rows = decode_routed_experts(meta["routed_experts"], prompt_rows + len(ids), self.top_k_experts,
+                                         self.moe_layers)
+            gen.routed_experts = rows[prompt_rows:]
+            gen.prompt_routed_experts, gen.routed_experts_start = rows[:prompt_rows], start
+        return gen
 
-    def _generate_one(self, prompt, sampling, return_routed_experts) -> Generation:
+    def _generate_one(self, prompt, sampling, return_routed_experts, start) -> Generation:
         rid = f"t1-{uuid.uuid4().hex}"
-        data = self._call("POST", "/generate", self.request_body(prompt, sampling, rid, return_routed_experts))
-        return self.parse_response(data, return_routed_experts)
+        data = self._call("POST", "/generate", self.request_body(prompt, sampling, rid, return_routed_experts, start))
+        return self.parse_response(data, return_routed_experts, len(prompt), start)
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams,
-                 return_routed_experts: bool = False) -> list[Generation]:
-        futures = [self._pool.submit(self._generate_one, p, sampling, return_routed_experts) for p in prompts]
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
+                 routed_experts_start: list[int] | None = None) -> list[Generation]:
+        """Sample one continuation per prompt, one request each (see ``Engine.generate``)."""
+        starts = routed_experts_start if routed_experts_start is not None else [None] * len(prompts)
+        if len(starts) != len(prompts):
+            raise ValueError(f"{len(starts)} routed_experts_start values for {len(prompts)} prompts")
+        futures = [self._pool.submit(self._generate_one, p, sampling, return_routed_experts, s)
+                   for p, s in zip(prompts, starts)]
         return [f.result() for f in futures]
 
     # ---------------------------------------------------------------- server control

@@ -5,7 +5,8 @@ the request and response schema of sglang 0.5.x (``GenerateReqInput`` in ``sglan
 the handlers in ``sglang/srt/entrypoints/http_server.py``), backed by an in-process :class:`HFEngine`:
 
 * ``POST /generate`` — ``input_ids`` (one prompt or a batch), ``sampling_params``, ``return_logprob``,
-  ``return_routed_experts`` + ``routed_experts_start_len``, ``rid``. Answers ``text``, ``output_ids`` and
+  ``return_routed_experts`` + ``routed_experts_start_len`` (rows for positions ``[start_len, seqlen - 1)``, one
+  slot per decoder layer with zeros for dense layers, as SGLang's capture buffer), ``rid``. Answers ``text``, ``output_ids`` and
   ``meta_info`` (``id``, ``finish_reason``, ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``,
   ``weight_version``, ``output_token_logprobs`` as ``[logprob, token_id, null]``, ``routed_experts`` as base64
   int32). ``text`` prompts and ``stream`` are refused with 400, as are prompts longer than the context.
@@ -31,6 +32,8 @@ import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
 
 from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Generation, SamplingParams
 from t1train.engines.hf import HFEngine
@@ -129,11 +132,15 @@ class StandInSGLangServer:
         sampling = self._sampling(body.get("sampling_params") or {})
         routed = bool(body.get("return_routed_experts"))
         start_len = int(body.get("routed_experts_start_len", 0))
+        if routed and not all(0 <= start_len <= len(p) for p in prompts):
+            raise _BadRequest(f"routed_experts_start_len={start_len} must be in [0, prompt_tokens]")
         rids = body.get("rid") or [f"standin-{time.monotonic_ns()}-{i}" for i in range(len(prompts))]
         rids = [f"{rids}-{i}" for i in range(len(prompts))] if batch and isinstance(rids, str) else rids
         rids = rids if isinstance(rids, list) else [rids]
 
-        gens = self.engine.generate(prompts, sampling, return_routed_experts=routed)
+        gens = self.engine.generate(prompts, sampling, return_routed_experts=routed,
+                                    routed_experts_start=[min(start_len, len(p) - 1) for p in prompts]
+                                    if routed else None)
         if self.hold_s:
             deadline = time.monotonic() + self.hold_s
             while time.monotonic() < deadline and not all(self._is_aborted(r, t_arrival) for r in rids):
@@ -143,7 +150,8 @@ class StandInSGLangServer:
             if self._is_aborted(rid, t_arrival):
                 keep = len(gen.token_ids) // 2
                 gen = Generation(gen.token_ids[:keep], gen.logprobs[:keep], FINISH_ABORT, None,
-                                 gen.routed_experts[:keep] if gen.routed_experts else None, gen.weight_version)
+                                 gen.routed_experts[:keep] if gen.routed_experts and keep else None,
+                                 gen.weight_version, gen.prompt_routed_experts, gen.routed_experts_start)
             outs.append(self._response(prompt, gen, rid, body, routed, start_len))
         return outs if batch else outs[0]
 
@@ -167,12 +175,19 @@ class StandInSGLangServer:
             meta["input_token_logprobs"] = []
             meta["output_token_logprobs_length"] = len(gen.token_ids)
         if routed and gen.routed_experts is not None:
-            if start_len != len(prompt) - 1:
-                raise _BadRequest("this stand-in returns routing from the last prompt position only: send "
-                                  "routed_experts_start_len = len(input_ids) - 1")
-            meta["routed_experts"] = encode_routed_experts(gen.routed_experts)
+            meta["routed_experts"] = self._engine_layer_rows(gen, start_len)
         text = self.engine.tokenizer.decode(gen.token_ids) if self.engine.tokenizer is not None else ""
         return {"text": text, "output_ids": list(gen.token_ids), "meta_info": meta}
+
+    def _engine_layer_rows(self, gen: Generation, start_len: int) -> str:
+        """SGLang's layout: rows for positions ``[start_len, seqlen - 1)``, one slot per decoder layer (dense layers
+        included, zeros there, as in SGLang's capture buffer), base64 int32."""
+        rows = np.asarray((gen.prompt_routed_experts or []) + gen.routed_experts, dtype=np.int32)
+        rows = rows[start_len - gen.routed_experts_start :]  # start_len == prompt_tokens drops the first row
+        num_layers = self.engine.model.config.num_hidden_layers
+        table = np.zeros((rows.shape[0], num_layers, rows.shape[2]), dtype=np.int32)
+        table[:, [layer.layer_index for layer in self.engine.moe_layers]] = rows
+        return encode_routed_experts(table)
 
     # ---------------------------------------------------------------- HTTP plumbing
     def _handler(self):

@@ -83,12 +83,12 @@ def test_routed_experts_per_sampled_token_match_a_full_forward(tiny, tiny_engine
     g = tiny_engine.generate([prompt], SamplingParams(max_new_tokens=10, seed=0, ignore_eos=True),
                              return_routed_experts=True)[0]
     assert len(g.routed_experts) == 10 and all(len(r) == 2 and len(r[0]) == 2 for r in g.routed_experts)
-    from t1train.engines.hf import RoutingRecorder, find_routers
+    from t1train.r3 import RoutingRecorder, moe_layers
 
-    with RoutingRecorder(find_routers(model)) as rec, torch.no_grad():
+    with RoutingRecorder(moe_layers(model)) as rec, torch.no_grad():
         seq = prompt + g.token_ids
         model(torch.tensor([seq]))
-        full = [rec.rows(1, len(seq), len(prompt) - 1 + j)[0].tolist() for j in range(10)]
+        full = rec.stacked(1, len(seq))[0, len(prompt) - 1 : len(prompt) + 9].tolist()
     # same expert sets (order within top-k follows the router's scores)
     assert [[sorted(layer) for layer in row] for row in g.routed_experts] == \
            [[sorted(layer) for layer in row] for row in full]
