@@ -1,11 +1,13 @@
 """The ``t1env`` command: list, show, run, validate, scaffold and clean up tasks.
 
     t1env list [--split train|test] [--json]
-    t1env show ID
+    t1env show ID                       (ID: a task id, a path, or a family instance FAMILY@SEED)
     t1env run ID [--agent oracle|nop|human] [--backend local|docker] [--reward-mode count|fraction|binary] [--json]
     t1env validate PATH... | --all [--runs N] [--jobs N] [--backend ...] [--json]
     t1env new ID [--dir DIR]
     t1env gc
+    t1env catalog                       (the markdown of docs/tasks.md)
+    t1env decontam --against PATH [--threshold X] [--n N] [--family-seeds K] [--json]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
+from t1env.families import FAMILIES, calibration_refs, materialize, parse_instance_id, split_of_seed
 from t1env.registry import discover, get_task, list_tasks, split_of
 from t1env.sandbox import BACKENDS, SandboxError
 from t1env.task import TaskError
@@ -48,13 +51,24 @@ def _cmd_list(args) -> int:
                 "title": t.spec.title,
             }
         )
+    fams = []
+    for fam in FAMILIES.values():
+        t = get_task(fam.instance_id(0))
+        fams.append({"id": f"{fam.name}@SEED", "kind": "family", "category": fam.category, "difficulty": fam.difficulty,
+                     "checks": len(t.declared_checks()), "split": "s%5==0: test", "title": fam.description})
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows + fams, indent=2))
         return 0
     table = Table(title=f"{len(rows)} tasks")
     for col in ("id", "category", "difficulty", "checks", "split", "title"):
         table.add_column(col, overflow="fold")
     for r in rows:
+        table.add_row(*(escape(str(r[c])) for c in ("id", "category", "difficulty", "checks", "split", "title")))
+    console.print(table)
+    table = Table(title=f"{len(fams)} task families (run one as FAMILY@SEED, e.g. logs@17)")
+    for col in ("id", "category", "difficulty", "checks", "split", "title"):
+        table.add_column("checks (seed 0)" if col == "checks" else col, overflow="fold")
+    for r in fams:
         table.add_row(*(escape(str(r[c])) for c in ("id", "category", "difficulty", "checks", "split", "title")))
     console.print(table)
     return 0
@@ -64,7 +78,9 @@ def _cmd_show(args) -> int:
     t = get_task(args.task)
     s = t.spec
     console.print(f"[bold]{escape(s.id)}[/bold] — {escape(s.title)}")
-    console.print(f"category {s.category} · difficulty {s.difficulty} · split {split_of(s.id)} · tags {', '.join(s.tags) or '-'}")
+    instance = parse_instance_id(args.task)
+    split = split_of_seed(instance[1]) if instance else split_of(s.id)
+    console.print(f"category {s.category} · difficulty {s.difficulty} · split {split} · tags {', '.join(s.tags) or '-'}")
     console.print(f"path {t.path}")
     console.print(f"limits {s.limits.model_dump()}")
     console.print(f"environment {s.environment.model_dump(exclude_none=True)}")
@@ -120,16 +136,20 @@ def _cmd_validate(args) -> int:
     from t1env.validate import validate_task
 
     if args.all:
-        refs = [str(p) for _, p in sorted(discover().items())]
+        refs = [str(p) for _, p in sorted(discover().items())] + calibration_refs()
     else:
         refs = args.paths
+    runs = args.runs if args.runs is not None else (3 if args.all else 2)
+    for ref in refs:
+        if parse_instance_id(ref):
+            materialize(*parse_instance_id(ref))  # generate before the parallel validation starts
     if not refs:
         err_console.print("t1env validate: give task folders or --all")
         return 2
     results = []
     with console.status(f"validating {len(refs)} task(s) with {args.jobs} job(s)") if not args.json else _null():
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for v in pool.map(lambda r: validate_task(r, backend=args.backend, runs=args.runs), refs):
+            for v in pool.map(lambda r: validate_task(r, backend=args.backend, runs=runs), refs):
                 results.append(v)
                 if not args.json:
                     mark = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
@@ -243,6 +263,37 @@ def _cmd_gc(args) -> int:
     return 0
 
 
+def _cmd_catalog(args) -> int:
+    from t1env.catalog import render
+
+    sys.stdout.write(render())
+    return 0
+
+
+def _cmd_decontam(args) -> int:
+    from t1env.decontam import compare, read_corpus, read_ours
+
+    if args.n < 1 or not 0 < args.threshold <= 1:
+        raise ValueError("--n must be >= 1 and --threshold in (0, 1]")
+    theirs = read_corpus(args.against)
+    ours = read_ours(family_seeds=args.family_seeds)
+    matches = compare(ours, theirs, n=args.n, threshold=args.threshold, min_shared=args.min_shared)
+    if args.json:
+        print(json.dumps([m.__dict__ for m in matches], indent=2))
+    else:
+        table = Table(title=f"{len(matches)} pair(s) over containment {args.threshold:g} ({args.n}-grams)")
+        for col in ("ours", "theirs", "part", "shared", "containment", "jaccard"):
+            table.add_column(col, overflow="fold")
+        for m in matches:
+            table.add_row(escape(m.ours), escape(m.theirs), m.part, str(m.shared), f"{m.containment:.2f}", f"{m.jaccard:.2f}")
+        if matches:
+            console.print(table)
+        n_ours, n_theirs = len({d.task for d in ours}), len({d.task for d in theirs})
+        console.print(f"compared {n_ours} of our tasks with {n_theirs} task(s) under {escape(args.against)}: "
+                      + (f"[red]{len(matches)} overlapping pair(s)[/red]" if matches else "[green]no overlap[/green]"))
+    return 1 if matches else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="t1env", description="t1 terminal environments: tasks, sandboxes, verifiers.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -268,8 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier")
     p.add_argument("paths", nargs="*", help="task folders (or ids)")
-    p.add_argument("--all", action="store_true", help="every known task")
-    p.add_argument("--runs", type=int, default=2, help="oracle runs per task (results must be identical)")
+    p.add_argument("--all", action="store_true", help="every known task and the calibration seeds of every family")
+    p.add_argument("--runs", type=int, default=None, help="oracle runs per task, results must be identical (default 2; 3 with --all)")
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)), help="tasks validated in parallel")
     p.add_argument("--backend", choices=BACKENDS, default="local")
     p.add_argument("--json", action="store_true")
@@ -282,6 +333,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("gc", help="remove sandboxes left behind by crashed processes")
     p.set_defaults(fn=_cmd_gc)
+
+    p = sub.add_parser("catalog", help="print the task catalogue (docs/tasks.md) generated from the packages")
+    p.set_defaults(fn=_cmd_catalog)
+
+    p = sub.add_parser("decontam", help="list our tasks that overlap another task corpus (word n-grams); exit 1 if any")
+    p.add_argument("--against", required=True, help="folder of task folders (Terminal-Bench, Harbor or t1 layout)")
+    p.add_argument("--threshold", type=float, default=0.3, help="containment (shared / smaller text's n-grams) to report")
+    p.add_argument("--n", type=int, default=8, help="words per n-gram")
+    p.add_argument("--min-shared", type=int, default=10, help="n-grams a pair must share to be reported")
+    p.add_argument("--family-seeds", type=int, default=3, help="instances per family to compare (seeds 0..K-1)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_cmd_decontam)
     return ap
 
 

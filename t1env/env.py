@@ -30,6 +30,7 @@ from typing import Any, Iterable
 
 import gymnasium as gym
 
+from t1env.families import get_family, split_seed
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
@@ -50,7 +51,10 @@ class TerminalEnv(gym.Env[str, Any]):
     Args:
         task: one task id (or a path to a task package).
         tasks: several task ids; ``reset(seed=...)`` picks one from the seed.
-        split: ``"train"`` or ``"test"``: all built-in (and discovered) tasks of that split.
+        split: ``"train"`` or ``"test"``: all built-in (and discovered) tasks of that split; with
+            ``family=``, the family's seeds of that split (see :mod:`t1env.families`).
+        family: a task family name (``t1env list`` shows them): ``reset(seed=k)`` plays the
+            instance ``NAME@k`` (with ``split=``, the k-th seed of that split).
         backend: ``"local"`` (bubblewrap, default) or ``"docker"``.
         reward_mode: ``"count"`` (passing checks, default), ``"fraction"`` or ``"binary"``.
         max_turns: actions allowed before truncation (default: the task's ``limits.max_turns``).
@@ -73,6 +77,7 @@ class TerminalEnv(gym.Env[str, Any]):
         task: str | None = None,
         tasks: Iterable[str] | None = None,
         split: str | None = None,
+        family: str | None = None,
         backend: str = "local",
         reward_mode: str = "count",
         max_turns: int | None = None,
@@ -93,16 +98,23 @@ class TerminalEnv(gym.Env[str, Any]):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if max_turns is not None and max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if sum(x is not None for x in (task, tasks, split)) > 1:
+        if family is not None and (task is not None or tasks is not None):
+            raise ValueError("family= goes alone or with split= (to pick the family's train or test seeds), not with task= or tasks=")
+        if family is None and sum(x is not None for x in (task, tasks, split)) > 1:
             raise ValueError("give at most one of task=, tasks= and split=")
         self.task_dirs = list(task_dirs or [])
-        if task is not None:
+        self.family, self.family_split = family, (split if family is not None else None)
+        if family is not None:
+            get_family(family)  # unknown names fail here, not at reset
+            split_seed(split, 0)  # so do unknown splits
+            ids = []
+        elif task is not None:
             ids = [task]
         elif tasks is not None:
             ids = list(tasks)
         else:
             ids = list_tasks(split=split, task_dirs=self.task_dirs)
-        if not ids:
+        if not ids and family is None:
             raise TaskError(f"no tasks to run (split={split!r}); check task_dirs / T1ENV_TASK_PATH")
         self.task_ids = ids
         # resolve every task now: fail at construction, not in the middle of training
@@ -149,6 +161,9 @@ class TerminalEnv(gym.Env[str, Any]):
         options = options or {}
         if "task" in options:
             tid = options["task"]
+        elif self.family is not None:
+            k = seed if seed is not None else int(self.np_random.integers(2**31))
+            tid = f"{self.family}@{split_seed(self.family_split, k)}"
         elif len(self.task_ids) == 1:
             tid = self.task_ids[0]
         else:

@@ -18,6 +18,9 @@ A directory holding ``task.toml`` is one task; otherwise each of its sub-folders
 
 Splits: every task is in ``train`` or ``test`` by a stable hash of its id (one in five is
 ``test``), so splits never change when tasks are added.
+
+Family instances (``logs@17``, see :mod:`t1env.families`) are resolved by :func:`get_task` too;
+they are generated on first use and never listed by :func:`list_tasks` (there are unboundedly many).
 """
 
 from __future__ import annotations
@@ -91,10 +94,16 @@ def _load_cached(path: str, mtime: float) -> Task:
 
 
 def get_task(task_id_or_path: str | Path, task_dirs: Iterable[str | Path] | None = None) -> Task:
-    """A task by id (from any source) or by a path to its folder."""
+    """A task by id (from any source), by a path to its folder, or a family instance ``NAME@SEED``."""
     p = Path(task_id_or_path)
     if (p / TASK_FILE).is_file():
         return _load_cached(str(p.resolve()), (p / TASK_FILE).stat().st_mtime)
+    from t1env.families import materialize, parse_instance_id
+
+    instance = parse_instance_id(str(task_id_or_path))
+    if instance is not None:
+        pkg = materialize(*instance)
+        return _load_cached(str(pkg), (pkg / TASK_FILE).stat().st_mtime)
     found = discover(task_dirs)
     if str(task_id_or_path) not in found:
         raise TaskError(f"unknown task {str(task_id_or_path)!r}; `t1env list` shows the {len(found)} known tasks")
