@@ -1,0 +1,65 @@
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import gen
+import reference
+
+
+def timed(db, timeout=10):
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(["python3", "/app/queries.py", str(db)], capture_output=True, text=True, timeout=timeout,
+                             cwd="/tmp")
+    except subprocess.TimeoutExpired:
+        return None, timeout
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout, time.monotonic() - t0
+
+
+SHIPPED_FINGERPRINT = (200000, 20000100000, 200079913, 342996161199863, 5004042919, 966291)
+
+
+@pytest.fixture(scope="module")
+def ref_shipped():
+    assert reference.fingerprint("/app/app.db") == SHIPPED_FINGERPRINT, "app.db data was modified"
+    return "/app/app.db"
+
+
+@pytest.fixture(scope="module")
+def shipped_run():
+    return timed("/app/app.db")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, shipped_run):
+    if shipped_run[0] is None:  # fail fast: already too slow on the shipped database
+        return None, 0, None
+    p = tmp_path_factory.mktemp("f") / "fresh.db"
+    gen.build(str(p), 7, n=150_000, users=3000)
+    want = reference.report(p)
+    out, secs = timed(p)
+    return out, secs, want
+
+
+def test_data_unchanged(ref_shipped, shipped_run):
+    assert shipped_run[0] is not None, "did not finish"
+
+
+def test_shipped_fast(shipped_run):
+    out, secs = shipped_run
+    assert out is not None, "did not finish within 10 s"
+
+
+def test_shipped_output(shipped_run, ref_shipped):
+    out, _ = shipped_run
+    assert out is not None, "did not finish"
+    assert out == reference.report(ref_shipped)
+
+
+def test_fresh_database_fast_and_identical(fresh):
+    out, secs, want = fresh
+    assert out is not None, "did not finish within 10 s on a fresh database"
+    assert out == want
