@@ -20,7 +20,8 @@ Usage (trainer side)::
 * ``routing[b, t]`` holds the experts for the token ``input_ids[b, t]`` (the routing of that position's forward);
   ``mask[b, t]`` says whether it was recorded. Positions without recorded routing (padding, the last token of a
   sequence, an old trajectory) use live routing and are counted as fallbacks.
-* Row chunks: slice ``routing``/``mask`` with the same rows as ``input_ids`` and enter ``active`` per chunk.
+* Row chunks: forwards over consecutive row chunks inside one ``active`` block take consecutive rows (as TRL's
+  ``_get_per_token_logps_and_entropies`` runs them); or slice ``routing``/``mask`` and enter ``active`` per chunk.
 * Gradient checkpointing: a checkpointed decoder layer captures the routing of the forward that ran it, so its
   recomputation during backward replays the same ids even after the context has exited or another chunk has run.
 * The reference model is never patched: ``RoutingReplay`` binds to one model instance, and outside ``active`` the
@@ -215,13 +216,38 @@ def align_routing(samples: list, prompt_lengths: list[int], prompt_width: int, t
 
 # ---------------------------------------------------------------------------------------------------- replay
 class _Batch:
-    """The routing of one forward pass, on the model's device, flattened like the routers see it."""
+    """The routing of the forwards inside one ``active`` block, on the model's device.
 
-    def __init__(self, indices: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor):
-        self.indices = indices  # [L, N, k] long
-        self.mask = mask  # [N] bool
-        self.valid = valid  # [N] bool: real tokens (attention mask), for the counts
+    A forward over the whole batch uses all of it; forwards over row chunks (``[rows, T]``, in order, as TRL's
+    ``_get_per_token_logps_and_entropies`` runs them) take consecutive rows, wrapping around at the end."""
+
+    def __init__(self, indices: torch.Tensor, mask: torch.Tensor):
+        self.indices = indices  # [L, B, T, k] long
+        self.mask = mask  # [B, T] bool
+        self.rows, self.seq = mask.shape
+        self.offset = 0  # first row of the next chunk
         self.count = True  # False while a checkpointed layer recomputes (do not count twice)
+
+    def take(self, layer: int, tokens: int, last_layer: bool):
+        """``(indices [tokens, k], mask [tokens])`` for a router that sees ``tokens`` flattened tokens."""
+        if tokens == self.rows * self.seq:
+            return self.indices[layer].reshape(tokens, -1), self.mask.reshape(tokens)
+        if tokens % self.seq or self.offset + tokens // self.seq > self.rows:
+            raise ValueError(f"routing for [{self.rows}, {self.seq}] tokens (rows {self.offset}.. next) but a router "
+                             f"sees {tokens}; the routing tensor must have the shape of input_ids (or of the rows "
+                             "that the forwards run in chunks, in order)")
+        rows = tokens // self.seq
+        span = slice(self.offset, self.offset + rows)
+        if last_layer and self.count:
+            self.offset = (self.offset + rows) % self.rows
+        return self.indices[layer, span].reshape(tokens, -1), self.mask[span].reshape(tokens)
+
+    def chunk(self, rows: int) -> _Batch:
+        """The rows the next chunk will take, frozen (for a checkpointed layer's recomputation)."""
+        if rows == self.rows:
+            return self
+        span = slice(self.offset, self.offset + rows)
+        return _Batch(self.indices[:, span], self.mask[span])
 
 
 class RoutingReplay:
@@ -294,12 +320,7 @@ class RoutingReplay:
             logits = F.linear(hidden, router.weight, getattr(router, "bias", None))
             probs = torch.softmax(logits.float(), dim=-1)
             live = torch.topk(probs, router.top_k, dim=-1).indices
-            if batch.mask.shape[0] != hidden.shape[0]:
-                raise ValueError(f"routing covers {batch.mask.shape[0]} tokens but the router of layer "
-                                 f"{self.layers[i].layer_index} sees {hidden.shape[0]}; the routing tensor must "
-                                 "have the shape of input_ids (slice it with the same rows for a chunk)")
-            recorded = batch.indices[i].to(hidden.device)
-            mask = batch.mask.to(hidden.device)
+            recorded, mask = batch.take(i, hidden.shape[0], last_layer=i == len(self.layers) - 1)
             indices = torch.where(mask[:, None], recorded, live)
             weights = probs.gather(-1, indices)
             if family.normalizes(router):
@@ -322,17 +343,21 @@ class RoutingReplay:
                 continue
 
             def checkpoint(fn, *args, _func=func, **kwargs):
+                hidden = args[0] if args and torch.is_tensor(args[0]) else None
+                frozen = batch.chunk(hidden.shape[0]) if hidden is not None and hidden.dim() == 3 else batch
                 calls = [0]
 
                 def run(*a, **kw):
-                    previous, self._current = self._current, batch
-                    batch_count = batch.count
-                    batch.count = calls[0] == 0
+                    # the first call is the forward itself; later calls recompute it with the rows it used
+                    current = batch if calls[0] == 0 else frozen
+                    previous, self._current = self._current, current
+                    saved = current.count
+                    current.count = saved and calls[0] == 0
                     calls[0] += 1
                     try:
                         return fn(*a, **kw)
                     finally:
-                        batch.count = batch_count
+                        current.count = saved
                         self._current = previous
 
                 return _func(run, *args, **kwargs)
@@ -344,8 +369,8 @@ class RoutingReplay:
     @contextlib.contextmanager
     def active(self, routed_experts, mask=None, attention_mask=None):
         """Replay ``routed_experts`` (``[B, T, moe_layers, top_k]``, aligned with ``input_ids``) in the forwards
-        run inside the block. ``mask`` ``[B, T]`` marks recorded positions (default: all); ``attention_mask``
-        keeps padding out of the fallback count."""
+        run inside the block: over the whole batch, or over consecutive row chunks in order. ``mask`` ``[B, T]``
+        marks recorded positions (default: all); ``attention_mask`` keeps padding out of the fallback count."""
         routed = torch.as_tensor(routed_experts)
         if routed.dim() != 4 or routed.shape[2] != len(self.layers) or routed.shape[3] != self.top_k:
             raise ValueError(f"routed experts of shape {tuple(routed.shape)}; expected [batch, seq, "
@@ -357,10 +382,7 @@ class RoutingReplay:
             raise ValueError(f"mask {tuple(mask.shape)} / attention_mask {tuple(valid.shape)} do not match the "
                              f"routing's [batch, seq] = {(batch_size, seq)}")
         device = self.layers[0].router.weight.device
-        indices = routed.to(device=device, dtype=torch.long).permute(2, 0, 1, 3).reshape(len(self.layers), -1,
-                                                                                         self.top_k)
-        flat_mask = mask.reshape(-1).to(device)
-        batch = _Batch(indices, flat_mask, valid.reshape(-1))
+        batch = _Batch(routed.to(device=device, dtype=torch.long).permute(2, 0, 1, 3), mask.to(device))
         cpu_mask = mask.cpu()
         self._tokens += int((cpu_mask & valid).sum())
         self._fallback += int((~cpu_mask & valid).sum())

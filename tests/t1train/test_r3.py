@@ -184,27 +184,35 @@ def test_wrong_shape_says_what_is_expected():
             model(torch.zeros(1, 5, dtype=torch.long))
 
 
-def test_gradient_checkpoint_recompute_replays_each_chunks_routing():
+@pytest.mark.parametrize("one_block", [False, True], ids=["context-per-chunk", "chunks-inside-one-context"])
+def test_gradient_checkpoint_recompute_replays_each_chunks_routing(one_block):
     """Two chunks forward, one backward: the recomputation of each checkpointed layer must replay that chunk's
-    routing (not the live one, not the other chunk's), so the gradients equal those without checkpointing."""
+    routing (not the live one, not the other chunk's), so the gradients equal those without checkpointing. The
+    chunks either enter the context each with their rows, or run in order inside one context for the whole batch
+    (as the trainer's old-logprob and loss forwards do)."""
     ids = torch.randint(0, 96, (2, 9), generator=torch.Generator().manual_seed(6))
     forced = random_routing((2, 9, 2), 8, 2, seed=7)
 
-    def grads(checkpointing: bool):
+    def grads(checkpointing: bool, one_block: bool = one_block):
         model = tiny_family_model("qwen3_moe")
         if checkpointing:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         model.train()
         replay = RoutingReplay(model)
         loss = 0
-        for rows in (slice(0, 1), slice(1, 2)):
-            with replay.active(forced[rows]):
-                loss = loss + model(ids[rows]).logits.log_softmax(-1)[..., 3].sum()
+        if one_block:
+            with replay.active(forced):
+                for rows in (slice(0, 1), slice(1, 2)):
+                    loss = loss + model(ids[rows]).logits.log_softmax(-1)[..., 3].sum()
+        else:
+            for rows in (slice(0, 1), slice(1, 2)):
+                with replay.active(forced[rows]):
+                    loss = loss + model(ids[rows]).logits.log_softmax(-1)[..., 3].sum()
         loss.backward()  # outside the context: recompute must still replay
         metrics = replay.metrics()
         return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, metrics
 
-    plain, m_plain = grads(False)
+    plain, m_plain = grads(False, one_block=False)  # reference: no checkpointing, a context per chunk
     ckpt, m_ckpt = grads(True)
     assert set(plain) == set(ckpt)
     for name in plain:
