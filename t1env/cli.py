@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
-from t1env.families import FAMILIES, calibration_refs, materialize, parse_instance_id, split_of_seed
+from t1env.families import FAMILIES, calibration_refs, parse_instance_id, split_of_seed
 from t1env.registry import discover, get_task, list_tasks, split_of
 from t1env.sandbox import BACKENDS, SandboxError
 from t1env.task import TaskError
@@ -140,9 +140,6 @@ def _cmd_validate(args) -> int:
     else:
         refs = args.paths
     runs = args.runs if args.runs is not None else (3 if args.all else 2)
-    for ref in refs:
-        if parse_instance_id(ref):
-            materialize(*parse_instance_id(ref))  # generate before the parallel validation starts
     if not refs:
         err_console.print("t1env validate: give task folders or --all")
         return 2

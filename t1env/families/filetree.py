@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 
 from t1env.families import Family, Instance
 
@@ -131,8 +132,6 @@ class FileTree(Family):
             files[rel] = files[src]
 
         # expected outcome
-        import re
-
         seen: dict[bytes, str] = {}
         expected, dups = {}, []
         for rel in sorted(files):
