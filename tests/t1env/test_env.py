@@ -1,5 +1,7 @@
 """TerminalEnv through the Gymnasium API: the checker, vector envs, episodes, limits, failures."""
 
+import time
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -140,6 +142,9 @@ def test_sandbox_killed_mid_episode_truncates_with_reason(make_task):
     env.reset(seed=0)
     env.sandbox._init.kill()  # the whole sandbox dies under the agent
     env.sandbox._init.wait()
+    deadline = time.monotonic() + 10  # the kernel empties the pid namespace asynchronously
+    while env.shell.child.isalive() and time.monotonic() < deadline:
+        time.sleep(0.01)
     obs, reward, terminated, truncated, info = env.step("echo hi")
     assert truncated and "sandbox" in info["error"] and "[t1]" in obs
     obs, info = env.reset(seed=0)  # and the next episode works
