@@ -2,6 +2,11 @@
 
 Subcommands:
 
+* ``t1train --config FILE.yaml`` (same as ``t1train train --config FILE.yaml``) — SFT warm-start (if the file has an
+  ``sft:`` section), then RL with ``T1Trainer`` (PPO, GRPO or GSPO), with a held-out evaluation before and after;
+  see ``configs/tiny-cpu.yaml`` and ``docs/training.md``.
+* ``t1train sft --config FILE.yaml`` — only the SFT warm-start on oracle episodes; saves the model.
+* ``t1train eval --config FILE.yaml [--model PATH]`` — mean passing checks and resolved rate on the eval episodes.
 * ``t1train rollout --config FILE.yaml`` — run episodes with an engine, write TITO trajectories (JSONL), print
   reward, turns and drift (see ``docs/training.md``).
 """
@@ -88,9 +93,140 @@ def cmd_rollout(args) -> int:
     return 0 if metrics["tito_drift_tokens"] == 0 else 1
 
 
+# ------------------------------------------------------------------------------------------------ training
+def _setup(args):
+    from t1train.config import load_train_config
+
+    cfg = load_train_config(args.config)
+    if cfg.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
+    return cfg
+
+
+def _train_config(cfg, args):
+    from t1train.config import build_t1_config
+
+    overrides = {}
+    if getattr(args, "output_dir", None):
+        overrides["output_dir"] = args.output_dir
+    if getattr(args, "max_steps", None) is not None:
+        overrides["max_steps"] = args.max_steps
+    overrides.setdefault("output_dir", cfg.train.get("output_dir", "runs/t1train"))
+    return build_t1_config(cfg.train, **overrides)
+
+
+def _eval_specs(cfg, targs):
+    tasks = cfg.eval.tasks or targs.eval_tasks or targs.tasks
+    return tasks, cfg.eval.seeds
+
+
+def run_sft_section(cfg, targs, model, tokenizer):
+    """SFT warm-start as the config's ``sft:`` section says; returns the tuned model."""
+    from trl import SFTConfig
+
+    from t1train.rollout import RolloutConfig
+    from t1train.sft import oracle_trajectories, run_sft, sft_dataset
+    from t1train.trainer import make_env_factory
+
+    section = cfg.sft
+    make_env = make_env_factory(targs.env_backend, **targs.env_kwargs)
+    rollout = RolloutConfig(max_turns=max(targs.max_turns, 2), system_prompt=targs.system_prompt)
+    t0 = time.monotonic()
+    trajectories = oracle_trajectories(tokenizer, section.tasks or targs.tasks, section.seeds, make_env, rollout)
+    print(f"sft: {len(trajectories)} oracle episodes ({time.monotonic() - t0:.1f}s)")
+    out = section.output_dir or f"{targs.output_dir}/sft"
+    sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
+                         per_device_train_batch_size=section.per_device_train_batch_size, logging_steps=10,
+                         lr_scheduler_type="constant", save_strategy="no", report_to="none", bf16=False,
+                         seed=targs.seed)
+    trainer = run_sft(model, tokenizer, sft_dataset(trajectories * section.repeats), sft_args)
+    trainer.save_model(out)
+    tokenizer.save_pretrained(out)
+    print(f"sft: saved to {out}")
+    return trainer.model
+
+
+def _print_eval(label: str, metrics: dict) -> None:
+    print(f"{label:<12} passed {metrics['passed_mean']:.3f}  resolved {metrics['resolved_rate']:.2f}  "
+          f"({metrics['episodes']} episodes)")
+
+
+def cmd_train(args) -> int:
+    from t1train.models import load_model_and_tokenizer
+    from t1train.trainer import T1Trainer
+
+    cfg = _setup(args)
+    targs = _train_config(cfg, args)
+    model, tokenizer = load_model_and_tokenizer(cfg.model)
+    model.train()
+    if cfg.sft is not None and not args.skip_sft:
+        model = run_sft_section(cfg, targs, model, tokenizer)
+    trainer = T1Trainer(model, targs, processing_class=tokenizer)
+    tasks, seeds = _eval_specs(cfg, targs)
+    n = cfg.eval.episodes_per_task
+    before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n)
+    _print_eval("before RL", before)
+    trainer.train(resume_from_checkpoint=args.resume or None)
+    trainer.save_model(targs.output_dir)
+    after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n)
+    _print_eval("before RL", before)
+    _print_eval("after RL", after)
+    if trainer.critic_warmup_history:
+        last = trainer.critic_warmup_history[-1]
+        print(f"critic warm-start: {len(trainer.critic_warmup_history)} iterations, "
+              f"explained variance {last['explained_variance']:.3f}")
+    print(f"saved to {targs.output_dir}")
+    return 0
+
+
+def cmd_sft(args) -> int:
+    from t1train.models import load_model_and_tokenizer
+
+    cfg = _setup(args)
+    if cfg.sft is None:
+        raise ValueError(f"{args.config} has no sft: section")
+    targs = _train_config(cfg, args)
+    model, tokenizer = load_model_and_tokenizer(cfg.model)
+    run_sft_section(cfg, targs, model.train(), tokenizer)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from t1train.models import load_model_and_tokenizer
+    from t1train.trainer import T1Trainer
+
+    cfg = _setup(args)
+    targs = _train_config(cfg, args)
+    targs.algorithm, targs.critic_warmup_iterations, targs.eval_every_steps = "grpo", 0, 0
+    model, tokenizer = load_model_and_tokenizer(args.model or cfg.model)
+    trainer = T1Trainer(model, targs, processing_class=tokenizer)
+    tasks, seeds = _eval_specs(cfg, targs)
+    _print_eval("eval", trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, cfg.eval.episodes_per_task))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="t1train", description="Train and roll out terminal agents.")
+    parser.add_argument("--config", help="training YAML file: same as `t1train train --config FILE`")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    train = sub.add_parser("train", help="SFT warm-start (optional) then RL: PPO, GRPO or GSPO")
+    train.add_argument("--config", required=True, help="training YAML file (see configs/tiny-cpu.yaml)")
+    train.add_argument("--output-dir", help="override train.output_dir")
+    train.add_argument("--max-steps", type=int, help="override train.max_steps")
+    train.add_argument("--skip-sft", action="store_true", help="ignore the sft: section")
+    train.add_argument("--resume", nargs="?", const=True, default=None,
+                       help="resume from the last checkpoint in output_dir (or from the given checkpoint)")
+    train.set_defaults(func=cmd_train)
+    sft = sub.add_parser("sft", help="SFT warm-start on oracle episodes only")
+    sft.add_argument("--config", required=True, help="training YAML file with an sft: section")
+    sft.add_argument("--output-dir", help="override train.output_dir (the model goes to <output_dir>/sft)")
+    sft.set_defaults(func=cmd_sft)
+    evaluate = sub.add_parser("eval", help="mean passing checks of a model on the config's eval episodes")
+    evaluate.add_argument("--config", required=True, help="training YAML file")
+    evaluate.add_argument("--model", help="model folder to evaluate (default: the config's model)")
+    evaluate.set_defaults(func=cmd_eval)
     rollout = sub.add_parser("rollout", help="run episodes with an engine and write TITO trajectories")
     rollout.add_argument("--config", required=True, help="rollout YAML file (see docs/training.md)")
     rollout.add_argument("--output", help="override the config's output path")
@@ -102,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "func", None) and args.config:  # `t1train --config FILE.yaml`
+        args = parser.parse_args(["train", "--config", args.config])
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -104,3 +104,85 @@ def load_rollout_config(path: str | Path) -> RolloutRunConfig:
 
     data = yaml.safe_load(Path(path).read_text()) or {}
     return _build(RolloutRunConfig, data, "")
+
+
+# ------------------------------------------------------------------------------------------------ training runs
+@dataclass
+class SFTSection:
+    """The SFT warm-start of a training run (``t1train sft`` / before RL in ``t1train --config``)."""
+
+    tasks: list[str] | None = None
+    """Tasks whose oracle episodes to imitate (default: ``train.tasks``)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Reset seeds of the oracle episodes."""
+    repeats: int = 1
+    """How many times each oracle episode appears in the dataset."""
+    max_steps: int = 100
+    learning_rate: float = 1e-3
+    per_device_train_batch_size: int = 8
+    output_dir: str | None = None
+    """Where to save the SFT model (default: ``<train.output_dir>/sft``)."""
+
+
+@dataclass
+class EvalSection:
+    """Held-out evaluation: before RL, after RL, and by ``t1train eval``."""
+
+    tasks: list[str] = field(default_factory=list)
+    """Tasks to evaluate on (default: ``train.eval_tasks``, else ``train.tasks``)."""
+    seeds: list[int] = field(default_factory=lambda: [1000])
+    """Reset seeds (sampling is seeded from them too)."""
+    episodes_per_task: int = 4
+    temperature: float = 1.0
+
+
+@dataclass
+class TrainRunConfig:
+    """Everything ``t1train --config FILE.yaml`` needs: model, optional SFT warm-start, RL (``T1Config``), eval."""
+
+    model: str = "tiny"
+    """``tiny`` (the built-in tiny MoE) or a local model folder."""
+    torch_threads: int | None = None
+    """CPU threads for torch (1 is fastest for tiny models on a busy machine); None keeps torch's default."""
+    sft: SFTSection | None = None
+    train: dict = field(default_factory=dict)
+    """``T1Config`` fields (TRL's ``GRPOConfig`` plus t1's; see ``t1train/trainer.py``)."""
+    eval: EvalSection = field(default_factory=EvalSection)
+
+
+def load_train_config(path: str | Path) -> TrainRunConfig:
+    """Read a training YAML file (see ``configs/tiny-cpu.yaml``); errors name the bad key."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    known = {f.name for f in dataclasses.fields(TrainRunConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {unknown}; known: {sorted(known)}")
+    cfg = TrainRunConfig(model=data.get("model", "tiny"), torch_threads=data.get("torch_threads"),
+                         train=dict(data.get("train") or {}))
+    for name, cls in (("sft", SFTSection), ("eval", EvalSection)):
+        if data.get(name) is not None:
+            section = data[name]
+            if not isinstance(section, dict):
+                raise ValueError(f"{path}: {name}: expected a mapping")
+            bad = sorted(set(section) - {f.name for f in dataclasses.fields(cls)})
+            if bad:
+                raise ValueError(f"{path}: {name}: unknown key(s) {bad}; known: "
+                                 f"{sorted(f.name for f in dataclasses.fields(cls))}")
+            setattr(cfg, name, cls(**section))
+    return cfg
+
+
+def build_t1_config(train: dict, **overrides):
+    """``T1Config`` from the ``train:`` mapping; an unknown field is a ``ValueError`` that names it."""
+    from t1train.trainer import T1Config
+
+    fields = {f.name for f in dataclasses.fields(T1Config)}
+    data = {**train, **overrides}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValueError(f"train: unknown key(s) {unknown}; the fields are T1Config's (t1train/trainer.py)")
+    return T1Config(**data)

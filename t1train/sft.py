@@ -1,0 +1,126 @@
+"""SFT warm-start: fine-tune the policy on oracle episodes rendered exactly as RL will see them.
+
+A random or weak model rarely emits a valid action, so RL has nothing to reinforce. The warm-start plays each
+task's oracle (``solution/solve.sh``) through the *same* agent loop, chat template and TITO bridges that RL uses:
+an :class:`OracleEngine` stands in for the model and "samples" the oracle's turns as token ids (a fenced
+``bash`` block with the solution, then ``SUBMIT``), the real env runs them and the verifier scores them. The
+resulting trajectories have the RL layout (prompt, action tokens with loss mask 1, observations with mask 0), and
+TRL's ``SFTTrainer`` trains on the action tokens only (``assistant_masks``).
+
+Example (the tokens RL will sample are the tokens SFT trains on)::
+
+    trajectories = oracle_trajectories(tokenizer, ["hello-file"], seeds=[0, 1])
+    dataset = sft_dataset(trajectories)      # input_ids + assistant_masks
+    run_sft(model, tokenizer, dataset, SFTConfig(output_dir="runs/sft", max_steps=100))
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from t1train.engines.base import FINISH_STOP, Generation, SamplingParams
+from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
+from t1train.trajectory import Trajectory
+
+
+def oracle_command(task: str, task_dirs: list[str] | None = None) -> str:
+    """The oracle's shell command for ``task``: its ``solution/solve.sh`` without the shebang and ``set`` lines."""
+    from t1env.registry import get_task
+
+    path = Path(task) if Path(task).is_dir() else get_task(task, task_dirs).path
+    lines = (Path(path) / "solution" / "solve.sh").read_text().splitlines()
+    keep = [ln for ln in lines if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)]
+    return "\n".join(keep)
+
+
+def oracle_turns(command: str) -> list[str]:
+    """The assistant turns of an oracle episode: run the solution, then submit."""
+    return [f"```bash\n{command}\n```", "SUBMIT"]
+
+
+class OracleEngine:
+    """An Engine that replays scripted assistant turns as token ids (log-prob 0: a point mass).
+
+    Which script a prompt gets is decided by the instruction text in the first prompt; the turn index is the
+    number of assistant turns already in the prompt.
+
+    Args:
+        tokenizer: the policy's tokenizer (the ids must be the ones the policy would sample).
+        scripts: ``{instruction text: [turn text, ...]}``.
+    """
+
+    max_concurrency = 1
+
+    def __init__(self, tokenizer, scripts: dict[str, list[str]]):
+        self.tokenizer = tokenizer
+        self.scripts = scripts
+        self.stop_id = tokenizer.eos_token_id
+        self.weight_version = "oracle"
+
+    def _script(self, text: str) -> list[str]:
+        for instruction, turns in self.scripts.items():
+            if instruction.strip() in text:
+                return turns
+        raise KeyError("no oracle script matches this prompt; pass the env's reset observation as the key")
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False
+                 ) -> list[Generation]:
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            turns = self._script(text)
+            index = min(text.count("<|im_start|>assistant") - 1, len(turns) - 1)
+            ids = self.tokenizer(turns[index], add_special_tokens=False)["input_ids"] + [self.stop_id]
+            out.append(Generation(ids, [0.0] * len(ids), FINISH_STOP, self.stop_id, None, self.weight_version))
+        return out
+
+    def update_weights_from_disk(self, path: str, weight_version: str | None = None) -> None:
+        raise NotImplementedError("the oracle has no weights")
+
+
+def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env: Callable[[str], Any] | None = None,
+                        rollout: RolloutConfig | None = None, require_resolved: bool = True) -> list[Trajectory]:
+    """Play every (task, seed) with the task's oracle in the real env; keep the episodes the verifier resolved."""
+    from t1train.trainer import make_env_factory
+
+    make_env = make_env or make_env_factory()
+    scripts = {}
+    for task in tasks:  # the instruction is the env's reset observation
+        env = make_env(task)
+        try:
+            instruction, _ = env.reset(seed=seeds[0])
+        finally:
+            env.close()
+        scripts[instruction] = oracle_turns(oracle_command(task))
+    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, make_env, SamplingParams(max_new_tokens=1024),
+                           rollout or RolloutConfig(max_turns=4))
+    trajectories = runner.run([EpisodeSpec(t, s) for s in seeds for t in tasks])
+    if require_resolved:
+        unresolved = [t.task_id for t in trajectories if not t.checks.get("resolved")]
+        if len(unresolved) == len(trajectories):
+            raise RuntimeError(f"no oracle episode was resolved (tasks {sorted(set(unresolved))}); "
+                               "check the tasks with `t1env validate`")
+        trajectories = [t for t in trajectories if t.checks.get("resolved")]
+    return trajectories
+
+
+def sft_dataset(trajectories: list[Trajectory]):
+    """A pre-tokenized dataset for TRL's ``SFTTrainer``: ``input_ids`` and ``assistant_masks`` (the loss mask)."""
+    import datasets
+
+    return datasets.Dataset.from_list([{"input_ids": t.token_ids(), "assistant_masks": t.loss_mask()}
+                                       for t in trajectories])
+
+
+def run_sft(model, tokenizer, dataset, config):
+    """Train with TRL's ``SFTTrainer`` on the action tokens; returns the trainer (``trainer.model`` is tuned)."""
+    from trl import SFTTrainer
+
+    router_logits = getattr(model.config, "output_router_logits", None)
+    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)
+    trainer.train()
+    if router_logits is not None:  # SFTTrainer turns MoE router logits on for its aux loss; sampling needs them off
+        model.config.output_router_logits = router_logits
+    return trainer

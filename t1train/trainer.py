@@ -1,0 +1,610 @@
+"""T1Trainer: PPO (with a warm-started critic), GRPO and GSPO for terminal agents, on TRL's ``GRPOTrainer``.
+
+TRL brings the machinery (batching, gradient accumulation, accelerate, PEFT, logging, checkpoints, the clipped
+policy loss and its variants). t1 replaces the generation step and the advantages:
+
+Story of one training step
+--------------------------
+1. **Rollout.** The dataloader yields episode specs (task id, seed), each repeated ``num_generations`` times.
+   The agent loop (``t1train/rollout.py``) plays them in real t1 environments with the engine and returns TITO
+   trajectories: the prompt ids, then every turn's sampled ids (action tokens) and bridge ids (observations,
+   template tokens). The **completion** is everything after the first prompt; the loss mask (TRL's
+   ``tool_mask``) is 1 on action tokens only.
+2. **Reward.** The env's reward: the number of passing verifier checks (plus any extra reward functions).
+3. **Advantages.** ``ppo``: a critic values every action token; the reward goes on the episode's last action
+   token (or each turn's reward on its turn's last token); GAE runs over action tokens only, with separate
+   lambdas for the actor's advantages and the critic's targets. ``grpo``/``gspo``: the reward minus the mean of
+   its group (same task and seed), scaled as TRL's ``scale_rewards`` says.
+4. **Off-policy correction.** The trainer recomputes the log-probs of the sampled tokens; the ratio to the
+   sampler's own log-probs (truncated or masked, per token or per episode) multiplies the advantages. This is
+   TRL's vLLM importance-sampling correction, applied to any engine.
+5. **Loss.** TRL's clipped policy loss (``loss_type``, ``epsilon``, ``importance_sampling_level``) on the
+   token-level advantages; ``ppo`` adds a clipped value loss trained by the critic's own optimizer.
+6. **Weights.** The engine gets the new weights before the next rollout (the in-process HF engine shares the
+   policy's parameters, so nothing is copied).
+
+Critic warm-start (``ppo``)
+---------------------------
+Before the first policy update, ``critic_warmup_iterations`` rounds of: roll out with the frozen initial policy,
+fit the critic to Monte-Carlo returns (lambda = 1) for ``critic_warmup_epochs`` passes. No policy update and no
+weight sync happen. It stops early once the explained variance, measured on each fresh batch *before* fitting
+it, reaches ``critic_warmup_ev_threshold``. Training then uses ``gae_lambda_actor`` and ``gae_lambda_critic``.
+
+Extension point for R3 (routing replay)
+---------------------------------------
+Every forward of the policy over a training batch (the old log-probs in step 4, the loss in step 5) runs inside
+:meth:`T1Trainer.policy_forward_context`, which receives the batch. The batch carries ``routed_experts``
+``[B, completion, moe_layers, top_k]`` (the experts the sampler chose for each sampled token, -1 elsewhere) when
+the engine returned routing. A subclass or wrapper replays them there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import pad
+
+from t1train import ppo
+from t1train.engines.base import SamplingParams
+from t1train.rollout import DEFAULT_SYSTEM_PROMPT, EpisodeSpec, RolloutConfig, RolloutRunner
+from t1train.tito import loss_region_drift
+from t1train.trajectory import Trajectory
+from t1train.value import ValueModel
+
+ALGORITHMS = ("ppo", "grpo", "gspo")
+
+
+# ================================================================================================ config
+@dataclass
+class T1Config(GRPOConfig):
+    """Training arguments: TRL's ``GRPOConfig`` plus the t1 fields below (see ``docs/training.md``).
+
+    Reused from ``GRPOConfig``: ``num_generations`` (episodes per task and seed: a GRPO group),
+    ``per_device_train_batch_size``, ``steps_per_generation``, ``num_iterations``, ``learning_rate``,
+    ``temperature``/``top_p``/``top_k`` (sampling, and the trainer's log-prob temperature), ``loss_type``,
+    ``epsilon``/``epsilon_high`` (policy clip), ``importance_sampling_level``, ``beta`` (KL to a reference),
+    ``scale_rewards``, ``max_steps``, ``save_steps``, ``output_dir``, ``seed``.
+    """
+
+    algorithm: str = field(default="ppo", metadata={"help": "ppo (actor-critic), grpo or gspo."})
+    # ---- episodes
+    tasks: list[str] = field(default_factory=lambda: ["hello-file"],
+                             metadata={"help": "Task ids or task package paths to train on."})
+    train_seeds: list[int] = field(default_factory=lambda: [0],
+                                   metadata={"help": "Reset seeds; the train set is every (task, seed) pair."})
+    env_backend: str = field(default="local", metadata={"help": "Sandbox backend: local (bubblewrap) or docker."})
+    env_kwargs: dict = field(default_factory=dict,
+                             metadata={"help": 'Extra gym.make("T1Terminal-v0", ...) arguments.'})
+    max_turns: int = field(default=8, metadata={"help": "Assistant turns per episode."})
+    max_new_tokens: int = field(default=64, metadata={"help": "Tokens the engine may sample per turn."})
+    max_context_tokens: int = field(default=4096, metadata={"help": "End an episode before its context exceeds this."})
+    rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
+    system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every episode."})
+    # ---- engine
+    engine: str = field(default="hf", metadata={
+        "help": "hf: sample in this process with the policy's own parameters (no weight copy); sglang: an SGLang "
+                "server at engine_url, updated from disk after each step."})
+    engine_url: str = field(default="http://127.0.0.1:30000", metadata={"help": "SGLang server URL."})
+    # ---- rewards and advantages
+    per_turn_rewards: bool = field(default=False, metadata={
+        "help": "Put each turn's env reward on that turn's last token (default: the episode reward on its last "
+                "action token)."})
+    gamma: float = field(default=1.0, metadata={"help": "Discount per action token (ppo)."})
+    gae_lambda_actor: float = field(default=0.95, metadata={"help": "GAE lambda of the policy's advantages (ppo)."})
+    gae_lambda_critic: float = field(default=1.0, metadata={"help": "GAE lambda of the critic's targets (ppo)."})
+    whiten_advantages: bool = field(default=True, metadata={"help": "Normalize ppo advantages over the batch."})
+    # ---- critic
+    value_model_path: str | None = field(default=None, metadata={
+        "help": "Critic to start from (a ValueModel folder or any causal-LM folder); default: a copy of the policy."})
+    critic_learning_rate: float = field(default=1e-4, metadata={"help": "The critic's AdamW learning rate."})
+    critic_max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping of the critic."})
+    cliprange_value: float | None = field(default=0.2, metadata={
+        "help": "Clip the new values to old value +- this (null: unclipped squared error)."})
+    critic_warmup_iterations: int = field(default=0, metadata={
+        "help": "Critic warm-start: rounds of critic-only fitting on rollouts of the frozen initial policy (ppo)."})
+    critic_warmup_epochs: int = field(default=4, metadata={"help": "Passes over each warm-start batch."})
+    critic_warmup_ev_threshold: float = field(default=0.8, metadata={
+        "help": "End the warm-start once explained variance on a fresh batch reaches this."})
+    # ---- off-policy correction
+    off_policy_correction: str = field(default="token_truncate", metadata={
+        "help": "Importance weights trainer/sampler: none, token_truncate, sequence_truncate, token_mask, "
+                "sequence_mask."})
+    off_policy_clip: float = field(default=2.0, metadata={"help": "Cap (truncate) or bound (mask) of the weights."})
+    # ---- evaluation on held-out episodes
+    eval_tasks: list[str] = field(default_factory=list, metadata={"help": "Tasks for periodic evaluation."})
+    eval_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Reset seeds for evaluation."})
+    eval_every_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: never)."})
+    eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for evaluation."})
+    # ---- TRL defaults that suit t1
+    logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
+    report_to: Any = field(default="none", metadata={"help": "Where to report logs (none, tensorboard, wandb...)."})
+    num_generations: int | None = field(default=4, metadata={"help": "Episodes per (task, seed): a GRPO group."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Episodes per micro-batch."})
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if self.algorithm == "gspo" and self.importance_sampling_level == "token":
+            self.importance_sampling_level = "sequence"  # GSPO is the sequence-level ratio
+        if self.algorithm == "ppo" and self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):
+            raise ValueError(f"ppo needs a clipped-ratio loss_type (dapo, grpo, bnpo, dr_grpo), got {self.loss_type!r}")
+        if self.off_policy_correction not in ppo.OFF_POLICY_MODES:
+            raise ValueError(f"off_policy_correction must be one of {ppo.OFF_POLICY_MODES}, "
+                             f"got {self.off_policy_correction!r}")
+        if self.off_policy_clip <= 1.0:
+            raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
+        if self.engine not in ("hf", "sglang"):
+            raise ValueError(f"engine must be 'hf' or 'sglang', got {self.engine!r}")
+        for name in ("gamma", "gae_lambda_actor", "gae_lambda_critic"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.critic_warmup_iterations < 0 or self.critic_warmup_epochs < 1:
+            raise ValueError("critic_warmup_iterations must be >= 0 and critic_warmup_epochs >= 1")
+        if self.critic_warmup_iterations and self.algorithm != "ppo":
+            raise ValueError(f"critic_warmup_iterations needs algorithm='ppo' (got {self.algorithm!r}): "
+                             "grpo and gspo have no critic")
+        if not self.tasks:
+            raise ValueError("tasks is empty: give at least one task id or task package path")
+        if self.max_turns < 1 or self.max_new_tokens < 1:
+            raise ValueError("max_turns and max_new_tokens must be >= 1")
+        if self.eval_every_steps and not self.eval_tasks:
+            raise ValueError("eval_every_steps is set but eval_tasks is empty")
+        if self.bf16 is None and not self.fp16:  # TRL defaults to bf16, which a CPU-only machine cannot do
+            self.bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        super().__post_init__()
+
+
+def episode_dataset(tasks: list[str], seeds: list[int]):
+    """One row per (task, seed): the train set. GRPOTrainer's sampler repeats each row ``num_generations`` times."""
+    import datasets
+
+    rows = [{"prompt": f"{t}@{s}", "task": t, "seed": s} for s in seeds for t in tasks]
+    return datasets.Dataset.from_list(rows)
+
+
+def passing_checks(trajectory, **kwargs) -> list[float]:
+    """The env's reward for each episode: with t1's default ``reward_mode="count"``, the number of passing checks."""
+    return [float(t.reward) for t in trajectory]
+
+
+def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None, **kwargs) -> Callable[[str], Any]:
+    """``make_env(task) -> T1Terminal-v0`` env; ``task`` is a task id or a path to a task package."""
+    import gymnasium as gym
+
+    import t1env  # noqa: F401  (registers T1Terminal-v0)
+
+    kwargs.setdefault("prestart", False)  # one env per episode: a spare sandbox would never be used
+
+    def make_env(task: str):
+        return gym.make("T1Terminal-v0", task=task, backend=backend, task_dirs=task_dirs, **kwargs)
+
+    return make_env
+
+
+# ================================================================================================ trainer
+class T1Trainer(GRPOTrainer):
+    """PPO / GRPO / GSPO on t1 environments. See the module docstring.
+
+    Args:
+        model: the policy (a ``PreTrainedModel``), or ``"tiny"`` / a local model folder.
+        args: a :class:`T1Config`.
+        processing_class: the tokenizer (its chat template renders the prompts).
+        train_dataset: episode specs with ``task`` and ``seed`` columns (default: ``args.tasks x args.train_seeds``).
+        engine: an ``Engine`` (default: an in-process ``HFEngine`` sharing the policy's parameters, or an SGLang
+            client when ``args.engine == "sglang"``).
+        make_env: ``make_env(task) -> env`` (default: ``T1Terminal-v0`` with ``args.env_backend``/``env_kwargs``).
+        value_model: the critic for ``ppo`` (default: ``args.value_model_path`` or a copy of the policy).
+        reward_funcs: extra TRL reward functions, added to the env's passing-check count. Each receives
+            ``trajectory`` (list of :class:`~t1train.trajectory.Trajectory`) among its keyword arguments.
+        peft_config: a ``peft`` config: train LoRA adapters instead of the full policy.
+    """
+
+    _tag_names = ["trl", "t1", "ppo", "grpo"]
+
+    def __init__(self, model, args: T1Config, processing_class=None, train_dataset=None, engine=None,
+                 make_env: Callable[[str], Any] | None = None, value_model: ValueModel | None = None,
+                 reward_funcs: list | None = None, peft_config=None, callbacks=None):
+        if isinstance(model, str):
+            from t1train.models import load_model_and_tokenizer
+
+            model, tokenizer = load_model_and_tokenizer(model)
+            processing_class = processing_class or tokenizer
+        if processing_class is None:
+            raise ValueError("pass processing_class= (the policy's tokenizer, with a chat template)")
+        if args.algorithm == "ppo" and value_model is None:
+            value_model = (ValueModel.from_pretrained(args.value_model_path) if args.value_model_path
+                           else ValueModel.from_policy(model))  # before PEFT wraps the policy
+        if train_dataset is None:
+            train_dataset = episode_dataset(args.tasks, args.train_seeds)
+        groups = args.generation_batch_size // args.num_generations
+        if len(train_dataset) < groups:
+            raise ValueError(f"a generation batch needs {groups} distinct episodes (generation_batch_size "
+                             f"{args.generation_batch_size} / num_generations {args.num_generations}) but the train "
+                             f"set has {len(train_dataset)} (tasks x train_seeds); add train_seeds or tasks, or "
+                             "raise num_generations")
+        super().__init__(model=model, reward_funcs=[passing_checks, *(reward_funcs or [])], args=args,
+                         train_dataset=train_dataset,
+                         processing_class=processing_class, peft_config=peft_config, callbacks=callbacks)
+        self.tokenizer = processing_class
+        self.engine = engine if engine is not None else self._default_engine()
+        env_kwargs = dict(args.env_kwargs)
+        self.make_env = make_env or make_env_factory(args.env_backend, **env_kwargs)
+        self.rollout_config = RolloutConfig(concurrency=args.rollout_concurrency, max_turns=args.max_turns,
+                                            max_context_tokens=args.max_context_tokens,
+                                            system_prompt=args.system_prompt)
+        self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                       top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
+        self.runner = RolloutRunner(self.engine, processing_class, self.make_env, self.sampling, self.rollout_config)
+        self._engine_version: str | None = None
+
+        self.value_model = None
+        self.value_optimizer = None
+        self.critic_warmed_up = args.critic_warmup_iterations == 0
+        self.critic_warmup_history: list[dict] = []
+        if value_model is not None:
+            self.value_model = value_model.to(self.accelerator.device).train()
+            self.value_optimizer = torch.optim.AdamW(self.value_model.parameters(), lr=args.critic_learning_rate)
+        if args.eval_every_steps:
+            self.add_callback(_EpisodeEvalCallback(self))
+
+    # ------------------------------------------------------------------------------------------ engine
+    def _default_engine(self):
+        if self.args.engine == "sglang":
+            from t1train.engines.sglang import SGLangEngine
+
+            return SGLangEngine(self.args.engine_url)
+        from t1train.engines.hf import HFEngine
+
+        return HFEngine(self.accelerator.unwrap_model(self.model), self.processing_class, seed=self.args.seed)
+
+    def sync_engine_weights(self) -> None:
+        """Give the engine the current policy weights (a no-op when it shares them)."""
+        version = str(self.state.global_step)
+        if self._engine_version == version:
+            return
+        policy = self.accelerator.unwrap_model(self.model)
+        if getattr(self.engine, "model", None) is policy:
+            self.engine.weight_version = version  # shared parameters: already up to date
+        else:  # a separate engine (SGLang, or another process): save the weights and have it load them
+            from peft import PeftModel
+
+            path = Path(self.args.output_dir) / "engine-weights"
+            if isinstance(policy, PeftModel):
+                import copy
+
+                copy.deepcopy(policy).merge_and_unload().save_pretrained(path)
+            else:
+                policy.save_pretrained(path)
+            self.engine.update_weights_from_disk(str(path), weight_version=version)
+        self._engine_version = version
+
+    # ------------------------------------------------------------------------------------------ R3 hook
+    def policy_forward_context(self, batch: dict):
+        """Context for every policy forward over ``batch`` (old log-probs and loss). R3 replays routing here."""
+        return contextlib.nullcontext()
+
+    # ------------------------------------------------------------------------------------------ rollout
+    def rollout(self, specs: list[EpisodeSpec], sampling: SamplingParams | None = None) -> list[Trajectory]:
+        """Play episodes with the engine as it is now (no weight sync)."""
+        if sampling is None:
+            return self.runner.run(specs)
+        return RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config).run(specs)
+
+    def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
+        mode = "train" if self.model.training else "eval"
+        if mode == "train":
+            self.sync_engine_weights()
+        trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs])
+        batch = self.score_trajectories(trajectories, inputs, mode)
+        batch.pop("_metrics")
+        return batch
+
+    # ------------------------------------------------------------------------------------------ scoring
+    def _pad_batch(self, trajectories: list[Trajectory]) -> dict:
+        """Prompt (left-padded) and completion (right-padded) tensors, TRL's layout, plus the t1 extras."""
+        device, pad_id = self.accelerator.device, self.processing_class.pad_token_id
+        prompts, completions, masks, sampler_lps, turn_ends, turn_rewards, routes = [], [], [], [], [], [], []
+        for t in trajectories:
+            ids, mask, lps = t.token_ids(), t.loss_mask(), t.sampler_logprobs()
+            n = len(t.prompt_ids)
+            if n == 0 or len(ids) == n:  # the episode failed before (or at) its first turn: nothing to learn
+                prompts.append(list(t.prompt_ids) or [pad_id])
+                completions.append([pad_id]); masks.append([0]); sampler_lps.append([0.0])
+                turn_ends.append([]); turn_rewards.append([]); routes.append(None)
+                continue
+            prompts.append(ids[:n]); completions.append(ids[n:]); masks.append(mask[n:]); sampler_lps.append(lps[n:])
+            ends, pos = [], 0
+            for turn in t.turns:
+                pos += len(turn.sampled_ids)
+                ends.append(pos - 1)
+                pos += len(turn.bridge_ids)
+            turn_ends.append(ends); turn_rewards.append([turn.reward for turn in t.turns])
+            routes.append(t.routed_experts())
+
+        def padded(rows, value, side, dtype):
+            return pad([torch.tensor(r, dtype=dtype) for r in rows], padding_value=value, padding_side=side,
+                       pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+
+        batch = {
+            "prompt_ids": padded(prompts, pad_id, "left", torch.long),
+            "prompt_mask": padded([[1] * len(p) for p in prompts], 0, "left", torch.long),
+            "completion_ids": padded(completions, pad_id, "right", torch.long),
+            "completion_mask": padded([[1] * len(c) for c in completions], 0, "right", torch.long),
+            "tool_mask": padded(masks, 0, "right", torch.long),
+            "sampling_per_token_logps": padded(sampler_lps, 0.0, "right", torch.float32),
+        }
+        if routes and all(r is not None for r in routes):  # for R3: sampled tokens' experts, -1 elsewhere
+            width = batch["completion_ids"].shape[1]
+            layers, top_k = len(routes[0][0]), len(routes[0][0][0])
+            routed = torch.full((len(routes), width, layers, top_k), -1, dtype=torch.int32)
+            for b, (r, m) in enumerate(zip(routes, masks)):
+                where = torch.tensor(m, dtype=torch.bool).nonzero()[:, 0]
+                routed[b, where] = torch.tensor(r, dtype=torch.int32)
+            batch["routed_experts"] = routed.to(device)
+        return batch, turn_ends, turn_rewards
+
+    @torch.no_grad()
+    def score_trajectories(self, trajectories: list[Trajectory], inputs: list[dict], mode: str = "train",
+                           critic_only: bool = False) -> dict:
+        """Turn finished episodes into a training batch: tensors, rewards, advantages, importance weights."""
+        args, device = self.args, self.accelerator.device
+        batch, turn_ends, turn_rewards = self._pad_batch(trajectories)
+        action_mask = batch["tool_mask"].float()
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        width = batch["completion_ids"].shape[1]
+        metrics: dict[str, float] = {}
+
+        # ---- rewards: the env's passing-check count (+ extra reward functions), through TRL's reward plumbing
+        inputs = [{**x, "trajectory": t} for x, t in zip(inputs, trajectories)]
+        texts = [[{"role": "assistant", "content": "\n".join(m["content"] for m in t.messages
+                                                                if m["role"] == "assistant")}] for t in trajectories]
+        rewards_per_func = self._calculate_rewards(inputs, [x["prompt"] for x in inputs], texts,
+                                                   [b.tolist() for b in batch["completion_ids"]])
+        rewards = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
+
+        # ---- the policy's own log-probs of the sampled tokens (needed for the importance weights and drift)
+        old_logps = None
+        if not critic_only and (args.off_policy_correction != "none" or self.num_iterations > 1
+                                or args.steps_per_generation > args.gradient_accumulation_steps):
+            with self.policy_forward_context(batch):
+                old_logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, input_ids, attention_mask, width, batch_size=args.per_device_train_batch_size)
+            batch["old_per_token_logps"] = old_logps
+
+        # ---- advantages
+        if self.value_model is not None:
+            values = self.value_model.values(input_ids, attention_mask, width) * action_mask
+            lam_critic = 1.0 if critic_only else args.gae_lambda_critic
+            token_rewards = ppo.place_rewards(action_mask, rewards, turn_ends if args.per_turn_rewards else None,
+                                              turn_rewards if args.per_turn_rewards else None)
+            _, returns = ppo.gae(token_rewards, values, action_mask, args.gamma, lam_critic)
+            advantages, _ = ppo.gae(token_rewards, values, action_mask, args.gamma, args.gae_lambda_actor)
+            if args.whiten_advantages:
+                advantages = ppo.masked_whiten(advantages, action_mask)
+            batch["old_values"], batch["returns"] = values, returns
+            metrics["critic/explained_variance"] = ppo.explained_variance(values, returns, action_mask)
+            metrics["critic/value_mean"] = ppo.masked_mean(values, action_mask).item()
+        else:
+            grouped = rewards.view(-1, self.num_generations)
+            centered = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
+            if self.scale_rewards == "group":
+                std = grouped.std(dim=1, keepdim=True).expand_as(grouped).reshape(-1)
+            elif self.scale_rewards == "batch":
+                std = rewards.std().expand_as(rewards)
+            else:
+                std = torch.ones_like(rewards)
+            advantages = (centered / (std + 1e-4))[:, None] * action_mask
+            metrics["frac_reward_zero_std"] = (grouped.std(dim=1) < 1e-6).float().mean().item()
+
+        # ---- off-policy correction: weights pi_trainer / pi_sampler folded into the advantages
+        sampler_logps = batch["sampling_per_token_logps"]
+        if old_logps is not None:
+            weights = ppo.off_policy_weights(old_logps, sampler_logps, action_mask, args.off_policy_correction,
+                                             args.off_policy_clip)
+            if weights is not None:
+                advantages = advantages * weights
+                flat = weights.flatten() if weights.shape[1] == 1 else weights[action_mask.bool()]
+                if flat.numel():
+                    metrics["off_policy/weight_mean"] = flat.mean().item()
+                    metrics["off_policy/weight_min"] = flat.min().item()
+            delta = (old_logps - sampler_logps)[action_mask.bool()]
+            if delta.numel():
+                metrics["off_policy/train_inference_abs_dlogp"] = delta.abs().mean().item()
+                metrics["off_policy/train_inference_max_dlogp"] = delta.abs().max().item()
+                metrics["off_policy/kl_sampler_trainer"] = (torch.exp(delta) - delta - 1).mean().item()
+        batch["advantages"] = advantages
+        batch["num_items_in_batch"] = self.accelerator.gather(action_mask.sum()).sum()
+
+        # ---- metrics: reward as passing checks, resolved rate, turns, drift
+        metrics["t1/passed_mean"] = sum(float(t.checks.get("passed") or 0) for t in trajectories) / len(trajectories)
+        metrics["t1/resolved_rate"] = sum(bool(t.checks.get("resolved")) for t in trajectories) / len(trajectories)
+        metrics["t1/turns_mean"] = sum(t.num_turns for t in trajectories) / len(trajectories)
+        metrics["t1/episode_errors"] = float(sum(t.termination == "error" for t in trajectories))
+        metrics["t1/tito_drift_tokens"] = float(sum(loss_region_drift(t) for t in trajectories))
+        metrics["t1/template_repairs"] = float(sum(len(t.drift_events) for t in trajectories))
+        metrics["t1/action_tokens_mean"] = action_mask.sum(1).float().mean().item()
+        metrics["reward"] = rewards.mean().item()
+        metrics["reward_std"] = rewards.std().item() if len(rewards) > 1 else 0.0
+        if not critic_only:
+            for key, value in metrics.items():
+                if not (isinstance(value, float) and math.isnan(value)):
+                    self._metrics[mode][key].append(value)
+            for i, name in enumerate(self.reward_func_names):
+                self._metrics[mode][f"rewards/{name}/mean"].append(torch.nanmean(rewards_per_func[:, i]).item())
+            self.state.num_input_tokens_seen += int(attention_mask.sum().item())
+        batch["_metrics"] = metrics
+        return batch
+
+    # ------------------------------------------------------------------------------------------ loss
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if return_outputs:
+            raise ValueError("T1Trainer does not return outputs from compute_loss")
+        with self.policy_forward_context(inputs):
+            loss = self._compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
+        if self.value_model is not None and "returns" in inputs:
+            mode = "train" if self.model.training else "eval"
+            vloss, vclip = self._value_loss(inputs)
+            normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+            loss = loss + vloss / normalizer
+            self._metrics[mode]["critic/value_loss"].append(vloss.item())
+            self._metrics[mode]["critic/value_clip_fraction"].append(vclip.item())
+        return loss
+
+    def _value_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        values = self.value_model.values(input_ids, attention_mask, batch["completion_ids"].shape[1])
+        return ppo.value_loss(values, batch["old_values"], batch["returns"], batch["tool_mask"].float(),
+                              self.args.cliprange_value)
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.value_model is not None and self._step % self.current_gradient_accumulation_steps == 0:
+            self._critic_optimizer_step()
+        return loss
+
+    def _critic_optimizer_step(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.value_model.parameters(), self.args.critic_max_grad_norm)
+        self.value_optimizer.step()
+        self.value_optimizer.zero_grad(set_to_none=True)
+
+    # ------------------------------------------------------------------------------------------ critic warm-start
+    def warm_start_critic(self) -> list[dict]:
+        """Fit the critic on rollouts of the frozen initial policy (see the module docstring)."""
+        from tqdm.auto import tqdm
+
+        args = self.args
+        rows = list(self.train_dataset)
+        rng = random.Random(args.seed)
+        groups = max(1, args.generation_batch_size // self.num_generations)
+        bar = tqdm(range(args.critic_warmup_iterations), desc="critic warm-start", disable=args.disable_tqdm)
+        for it in bar:
+            picked = [rows[rng.randrange(len(rows))] for _ in range(groups)]
+            inputs = [dict(r) for r in picked for _ in range(self.num_generations)]
+            trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs])
+            batch = self.score_trajectories(trajectories, inputs, critic_only=True)
+            ev = batch["_metrics"]["critic/explained_variance"]  # on data the critic has not been fitted to yet
+            losses = []
+            for _ in range(args.critic_warmup_epochs):
+                perm = torch.randperm(len(inputs))
+                for start in range(0, len(inputs), args.per_device_train_batch_size):
+                    idx = perm[start:start + args.per_device_train_batch_size]
+                    mb = {k: batch[k][idx] for k in ("prompt_ids", "prompt_mask", "completion_ids",
+                                                     "completion_mask", "tool_mask", "old_values", "returns")}
+                    loss, _ = self._value_loss(mb)
+                    loss.backward()
+                    self._critic_optimizer_step()
+                    losses.append(loss.item())
+            record = {"iteration": it, "explained_variance": ev, "value_loss": sum(losses) / len(losses),
+                      "passed_mean": batch["_metrics"]["t1/passed_mean"]}
+            self.critic_warmup_history.append(record)
+            bar.set_postfix(ev=f"{ev:.3f}", value_loss=f"{record['value_loss']:.4f}")
+            if not math.isnan(ev) and ev >= args.critic_warmup_ev_threshold:
+                break
+        self.critic_warmed_up = True
+        return self.critic_warmup_history
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        if resume_from_checkpoint:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            path = (get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True
+                    else resume_from_checkpoint)
+            if path is None:
+                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+            self._load_t1_state(path)
+            resume_from_checkpoint = path
+        if self.value_model is not None and not self.critic_warmed_up:
+            self.warm_start_critic()
+            if self.critic_warmup_history:
+                last = self.critic_warmup_history[-1]
+                self._metrics["train"]["critic_warmup/iterations"].append(float(len(self.critic_warmup_history)))
+                self._metrics["train"]["critic_warmup/explained_variance"].append(last["explained_variance"])
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            self._save_t1_state(folder)
+
+    def _save_t1_state(self, folder: str) -> None:
+        state = {"critic_warmed_up": self.critic_warmed_up, "critic_warmup_history": self.critic_warmup_history}
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        if self.value_model is not None:
+            torch.save(self.value_model.state_dict(), os.path.join(folder, "value_model.pt"))
+            torch.save(self.value_optimizer.state_dict(), os.path.join(folder, "value_optimizer.pt"))
+        Path(folder, "t1_state.json").write_text(json.dumps(state, indent=2))
+
+    def _load_t1_state(self, folder: str) -> None:
+        state_file = Path(folder, "t1_state.json")
+        if state_file.exists():
+            state = json.loads(state_file.read_text())
+            self.critic_warmed_up = state["critic_warmed_up"]
+            self.critic_warmup_history = state["critic_warmup_history"]
+        if self.value_model is not None and Path(folder, "value_model.pt").exists():
+            self.value_model.load_state_dict(torch.load(Path(folder, "value_model.pt"), map_location="cpu"))
+            self.value_optimizer.load_state_dict(torch.load(Path(folder, "value_optimizer.pt"), map_location="cpu"))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        super().save_model(output_dir, _internal_call)
+        if self.value_model is not None and not _internal_call and self.args.should_save:
+            self.value_model.save_pretrained(Path(output_dir or self.args.output_dir) / "value_model")
+
+    # ------------------------------------------------------------------------------------------ evaluation
+    def evaluate_episodes(self, tasks: list[str], seeds: list[int], temperature: float | None = None,
+                          episodes_per_task: int = 1) -> dict:
+        """Play ``tasks x seeds`` (x ``episodes_per_task``) with the current policy; mean passing checks etc."""
+        self.sync_engine_weights()
+        temperature = self.args.eval_temperature if temperature is None else temperature
+        sampling = SamplingParams(max_new_tokens=self.args.max_new_tokens, temperature=temperature,
+                                  top_p=self.args.top_p, top_k=self.sampling.top_k, seed=self.args.seed + 10_000)
+        specs = [EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)]
+        return episode_metrics(self.rollout(specs, sampling))
+
+
+def episode_metrics(trajectories: list[Trajectory]) -> dict:
+    """Mean passing checks, resolved rate and mean reward of finished episodes."""
+    n = max(1, len(trajectories))
+    return {
+        "passed_mean": sum(float(t.checks.get("passed") or 0) for t in trajectories) / n,
+        "resolved_rate": sum(bool(t.checks.get("resolved")) for t in trajectories) / n,
+        "reward_mean": sum(t.reward for t in trajectories) / n,
+        "episodes": len(trajectories),
+    }
+
+
+class _EpisodeEvalCallback(TrainerCallback):
+    """Evaluate on ``eval_tasks x eval_seeds`` every ``eval_every_steps`` steps (and before the first step)."""
+
+    def __init__(self, trainer: T1Trainer):
+        self.trainer = trainer
+        self.history: list[dict] = []
+
+    def _evaluate(self, state):
+        args = self.trainer.args
+        metrics = self.trainer.evaluate_episodes(args.eval_tasks, args.eval_seeds)
+        self.history.append({"step": state.global_step, **metrics})
+        return metrics
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step == 0:
+            self._evaluate(state)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.trainer.args.eval_every_steps == 0 or state.global_step == state.max_steps:
+            metrics = self._evaluate(state)
+            self.trainer._metrics["train"]["eval/passed_mean"].append(metrics["passed_mean"])
+            self.trainer._metrics["train"]["eval/resolved_rate"].append(metrics["resolved_rate"])

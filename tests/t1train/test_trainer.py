@@ -1,0 +1,188 @@
+"""T1Trainer and T1Config: batches built from TITO trajectories, the three algorithms, critic warm-start,
+off-policy correction, checkpoints, LoRA. Fast tests use the tiny MoE and the scripted env from conftest.py
+(no sandboxes); the real-env runs are in test_trainer_slow.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from t1train.engines.base import SamplingParams
+from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
+from t1train.sft import OracleEngine, oracle_turns, sft_dataset
+from t1train.trainer import T1Config, T1Trainer
+
+SCRIPT = oracle_turns("touch a")  # passes one of the scripted env's two checks
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny model: one thread is much faster than two on a shared machine
+    yield
+    torch.set_num_threads(threads)
+
+
+def config(tmp_path, **kw) -> T1Config:
+    base = dict(output_dir=str(tmp_path / "out"), tasks=["scripted"], train_seeds=[0, 1], max_turns=2, max_new_tokens=8,
+                num_generations=2, per_device_train_batch_size=4, max_steps=1, rollout_concurrency=4,
+                system_prompt="Act.", disable_tqdm=True, save_strategy="no", learning_rate=1e-3, seed=0)
+    base.update(kw)
+    return T1Config(**base)
+
+
+def make_trainer(tiny, tmp_path, scripted_env, **kw):
+    model, tokenizer = tiny
+    import copy
+
+    return T1Trainer(copy.deepcopy(model), config(tmp_path, **kw), processing_class=tokenizer,
+                     make_env=lambda task: scripted_env(task))
+
+
+def oracle_episodes(tokenizer, scripted_env, n=4):
+    instruction = scripted_env("scripted").reset(seed=0)[0].split(" (seed")[0]
+    runner = RolloutRunner(OracleEngine(tokenizer, {instruction: SCRIPT}), tokenizer, lambda t: scripted_env(t),
+                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
+    return runner.run([EpisodeSpec("scripted", i) for i in range(n)])
+
+
+# ------------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize("bad,match", [
+    (dict(algorithm="reinforce"), "algorithm must be one of"),
+    (dict(algorithm="grpo", critic_warmup_iterations=2), "needs algorithm='ppo'"),
+    (dict(off_policy_correction="always"), "off_policy_correction must be one of"),
+    (dict(off_policy_clip=0.5), "off_policy_clip must be > 1"),
+    (dict(gae_lambda_actor=1.5), "gae_lambda_actor must be in"),
+    (dict(loss_type="cispo"), "ppo needs a clipped-ratio loss_type"),
+    (dict(tasks=[]), "tasks is empty"),
+    (dict(eval_every_steps=2), "eval_tasks is empty"),
+])
+def test_config_rejects_bad_values(tmp_path, bad, match):
+    with pytest.raises(ValueError, match=match):
+        config(tmp_path, **bad)
+
+
+def test_too_few_episodes_for_a_batch_is_an_error(tiny, tmp_path, scripted_env):
+    with pytest.raises(ValueError, match="distinct episodes"):
+        make_trainer(tiny, tmp_path, scripted_env, train_seeds=[0])
+
+
+def test_gspo_uses_sequence_level_ratios(tmp_path):
+    assert config(tmp_path, algorithm="gspo").importance_sampling_level == "sequence"
+    assert config(tmp_path, algorithm="grpo").importance_sampling_level == "token"
+
+
+# ------------------------------------------------------------------------------------------------ batches
+def test_batch_is_the_tito_trajectory_with_observations_masked(tiny, tmp_path, scripted_env):
+    trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm="ppo")
+    trajectories = oracle_episodes(trainer.tokenizer, scripted_env)
+    inputs = [{"prompt": "scripted@0", "task": "scripted", "seed": i} for i in range(4)]
+    batch = trainer.score_trajectories(trajectories, inputs)
+    for b, t in enumerate(trajectories):
+        n = len(t.prompt_ids)
+        prompt = batch["prompt_ids"][b][batch["prompt_mask"][b].bool()].tolist()
+        completion = batch["completion_ids"][b][batch["completion_mask"][b].bool()].tolist()
+        assert prompt == t.prompt_ids and prompt + completion == t.token_ids()  # exactly the sampled/bridge ids
+        width = len(completion)
+        assert batch["tool_mask"][b][:width].tolist() == t.loss_mask()[n:]
+        obs = batch["tool_mask"][b] == 0
+        assert (batch["advantages"][b][obs] == 0).all() and (batch["returns"][b][obs] == 0).all()
+        assert t.reward == 1.0  # "touch a" passes one check
+    metrics = batch["_metrics"]
+    assert metrics["t1/passed_mean"] == 1.0 and metrics["t1/tito_drift_tokens"] == 0
+    # the oracle's log-probs are 0 (a point mass): the trainer's are lower, so the weights are < 1 and truncated
+    assert 0 < metrics["off_policy/weight_mean"] < 1
+
+
+def test_shared_engine_has_no_train_inference_mismatch(tiny, tmp_path, scripted_env):
+    trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm="grpo")
+    trajectories = trainer.rollout([EpisodeSpec("scripted", i) for i in range(4)])
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": i} for i in range(4)])
+    assert batch["_metrics"]["off_policy/train_inference_abs_dlogp"] < 1e-4
+    assert batch["advantages"].abs().sum() == 0  # every episode scored 0: no signal in any group
+
+
+# ------------------------------------------------------------------------------------------------ training
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo", "gspo"])
+def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm):
+    trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm=algorithm)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    logs = trainer.state.log_history[0]
+    for key in ("t1/passed_mean", "t1/resolved_rate", "off_policy/train_inference_abs_dlogp", "clip_ratio/region_mean",
+                "t1/tito_drift_tokens", "entropy"):
+        assert key in logs, key
+    if algorithm == "ppo":
+        assert "critic/value_loss" in logs and "critic/value_mean" in logs
+    moved = any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    assert moved  # the router aux loss moves the MoE even when every advantage is 0
+
+
+def test_critic_warm_start_fits_the_critic_and_leaves_the_policy_alone(tiny, tmp_path, scripted_env):
+    model, tokenizer = tiny
+    instruction = scripted_env("scripted").reset(seed=0)[0].split(" (seed")[0]
+    engine = OracleEngine(tokenizer, {instruction: SCRIPT})  # rewards vary by nothing: returns are all 1
+    import copy
+
+    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, critic_warmup_iterations=3, critic_warmup_epochs=2,
+                                                    critic_warmup_ev_threshold=2.0),
+                        processing_class=tokenizer, engine=engine, make_env=lambda t: scripted_env(t))
+    policy = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    head = trainer.value_model.head.weight.detach().clone()
+    history = trainer.warm_start_critic()
+    assert len(history) == 3 and trainer.critic_warmed_up
+    assert history[-1]["value_loss"] < history[0]["value_loss"]  # the critic learns the return (1.0)
+    assert all(torch.equal(policy[n], p) for n, p in trainer.model.named_parameters())  # no policy update
+    assert not torch.equal(head, trainer.value_model.head.weight)
+    assert engine.weight_version == "oracle"  # no weight sync
+
+
+def test_warm_start_stops_at_the_explained_variance_threshold(tiny, tmp_path, scripted_env, monkeypatch):
+    trainer = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=5, critic_warmup_ev_threshold=0.5)
+    import t1train.trainer as tr
+
+    monkeypatch.setattr(tr.ppo, "explained_variance", lambda *a: 0.9)
+    assert len(trainer.warm_start_critic()) == 1
+
+
+def test_checkpoint_resume_restores_the_critic(tiny, tmp_path, scripted_env):
+    trainer = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=1,
+                           save_strategy="steps", save_steps=1)
+    trainer.train()
+    ckpt = tmp_path / "out" / "checkpoint-1"
+    assert (ckpt / "value_model.pt").exists() and (ckpt / "t1_state.json").exists()
+    saved = torch.load(ckpt / "value_model.pt")
+    resumed = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2,
+                           save_strategy="no")
+    with torch.no_grad():
+        resumed.value_model.head.bias.fill_(5.0)
+    resumed._load_t1_state(str(ckpt))
+    assert all(torch.equal(saved[k], v) for k, v in resumed.value_model.state_dict().items())
+    resumed.train(resume_from_checkpoint=True)  # the last checkpoint in output_dir
+    assert resumed.state.global_step == 2 and resumed.critic_warmed_up
+    assert len(resumed.critic_warmup_history) == 1  # restored, not re-run
+
+
+def test_lora_trains_adapters_only(tiny, tmp_path, scripted_env):
+    from peft import LoraConfig
+
+    model, tokenizer = tiny
+    import copy
+
+    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, algorithm="grpo"), processing_class=tokenizer,
+                        make_env=lambda t: scripted_env(t),
+                        peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora" in n for n in trainable)
+    trainer.train()
+    assert trainer.state.global_step == 1
+
+
+# ------------------------------------------------------------------------------------------------ SFT data
+def test_sft_dataset_trains_on_the_oracle_action_tokens_only(tiny, scripted_env):
+    _, tokenizer = tiny
+    trajectories = oracle_episodes(tokenizer, scripted_env, n=2)
+    row = sft_dataset(trajectories)[0]
+    trained = [i for i, m in zip(row["input_ids"], row["assistant_masks"]) if m]
+    end = tokenizer.eos_token
+    assert tokenizer.decode(trained) == SCRIPT[0] + end + SCRIPT[1] + end
