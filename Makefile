@@ -29,5 +29,8 @@ test: setup-all  ## everything: unit, slow and Docker-marked tests (Docker ones 
 test-fast: setup-all  ## the quick loop: what plain `pytest` runs
 	$(PYTHON) -m pytest -q
 
+docs-tasks: setup-core  ## regenerate the task catalogue (a test fails when it is stale)
+	$(PYTHON) -m t1env.catalog > docs/tasks.md
+
 bench: setup-core
 	$(PYTHON) bench/env_latency.py

@@ -439,6 +439,8 @@ class ShellSession:
     def send_keys(self, keys: str | list[str], wait: float = 0.5, idle: float = 0.1) -> str:
         """Type ``keys`` and return the screen once output has been quiet for ``idle`` s (at most ``wait`` s).
 
+        Empty ``keys`` types nothing and returns the screen after new output settles (or ``wait``).
+
         In a list, each ``"Enter"`` ends a segment: the segment is sent and its output read until the
         terminal is quiet (at most ``wait``) before the next one, as a person types a line and
         waits. Programs that reset the terminal when they start would otherwise drop the typeahead.
@@ -458,6 +460,8 @@ class ShellSession:
                     cur = []
             if cur:
                 segments.append(self.encode_keys(cur))
+        if not segments:  # no keys: just look at the screen again after `wait`
+            self._read_screen(wait, idle)
         for seg in segments:
             assert self.child is not None
             self.child.send(seg)
@@ -474,7 +478,8 @@ class ShellSession:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            chunk = self._read(min(idle, remaining))
+            # quiet for `idle` counts only once the program has answered: a slow start is waited for
+            chunk = self._read(min(idle, remaining) if tail else remaining)
             if chunk is None:
                 alive = False
                 break

@@ -110,6 +110,9 @@ def test_keys_action_and_render_ansi():
     env = gym.make("T1Terminal-v0", task="hello-file", render_mode="ansi")
     env.reset(seed=0)
     obs, *_ = env.step({"keys": ["python3 -q", "Enter", "print(6*7)", "Enter"], "wait": 2})
+    deadline = time.monotonic() + 20
+    while "42" not in obs and time.monotonic() < deadline:  # a slow machine: look again, as an agent would
+        obs, *_ = env.step({"keys": [], "wait": 1})
     assert "42" in obs
     assert "42" in env.render()
     env.step({"keys": ["C-d"]})

@@ -107,11 +107,18 @@ def test_observation_appends_note():
     assert CommandResult("out", None, 0.1, note="timed out").observation == "out\n[t1] timed out"
 
 
+def wait_for(shell, text, keys, timeout=20.0):
+    """Send keys, then look at the screen again (no keys) until ``text`` shows, as an agent would."""
+    screen = shell.send_keys(keys, wait=2)
+    deadline = time.monotonic() + timeout
+    while text not in screen and time.monotonic() < deadline:
+        screen = shell.send_keys([], wait=1)
+    return screen
+
+
 def test_keystroke_mode_drives_a_python_repl(shell):
-    screen = shell.send_keys(["python3 -q", "Enter"], wait=3)
-    assert ">>>" in screen
-    screen = shell.send_keys(["6*7", "Enter"], wait=2)
-    assert "42" in screen
+    assert ">>>" in wait_for(shell, ">>>", ["python3 -q", "Enter"])
+    assert "42" in wait_for(shell, "42", ["6*7", "Enter"])
     blocked = shell.run("echo hi")
     assert blocked.exit_code is None and "still running" in blocked.observation
     shell.send_keys(["C-d"], wait=1)
@@ -122,7 +129,7 @@ def test_keystroke_mode_arrow_keys_and_escape(shell):
     screen = shell.send_keys(["cat > /tmp/typed.txt", "Enter", "abc", "Left", "X", "Enter", "C-d"], wait=1)
     assert "abc^[[DX" in screen  # the terminal echoes the arrow key as the program receives it
     assert shell.run("cat -v /tmp/typed.txt").output == "abc^[[DX\n"
-    screen = shell.send_keys(["less /tmp/typed.txt", "Enter"], wait=2)
+    screen = wait_for(shell, "(END)", ["less /tmp/typed.txt", "Enter"])
     assert "abc" in screen
     shell.send_keys(["q"], wait=1)
     assert shell.run("echo out of less").output == "out of less\n"
