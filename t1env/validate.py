@@ -1,6 +1,7 @@
 """Task validation: prove a task package is solvable, not trivially passable, and judged consistently.
 
-For each task: it parses (one-line error otherwise); the tools it lists exist in the sandbox; the
+For each task: it parses (one-line error otherwise); the sandbox (or Docker image) has ``python3``
+for the verifier and the tools the task lists; the
 oracle (``solution/solve.sh``) gets full marks on every one of ``runs`` episodes; the per-check
 results are identical across those runs; and the no-op agent (submits at once) gets less than
 full marks.
@@ -29,17 +30,25 @@ class Validation:
     duration: float = 0.0
 
 
-def missing_tools(task, backend: str = "local") -> list[str]:
-    if not task.spec.environment.tools:
-        return []
+def environment_problems(task, backend: str = "local") -> list[str]:
+    """What the sandbox lacks for this task: python3 (the verifier's runtime) and the listed tools."""
+    if backend == "docker":
+        from t1env.sandbox.docker import check_image
+
+        return check_image(task)
     box = make_sandbox(backend, task)
     try:
         box.start()
         script = 'for t in "$@"; do command -v "$t" >/dev/null 2>&1 || echo "$t"; done'
-        r = box.exec(["sh", "-c", script, "sh", *task.spec.environment.tools], timeout=30)
-        return r.stdout.decode().split()
+        r = box.exec(["sh", "-c", script, "sh", "python3", *task.spec.environment.tools], timeout=30)
+        missing = r.stdout.decode().split()
     finally:
         box.stop()
+    out = ["the sandbox has no python3: the verifier needs it"] if "python3" in missing else []
+    rest = [t for t in missing if t != "python3"]
+    if rest:
+        out.append(f"tools missing in the {backend} sandbox: {', '.join(rest)} (task.toml environment.tools)")
+    return out
 
 
 def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -> Validation:
@@ -53,9 +62,7 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -
         return v
     v.task = task.id
     try:
-        missing = missing_tools(task, backend)
-        if missing:
-            v.problems.append(f"tools missing in the {backend} sandbox: {', '.join(missing)} (task.toml environment.tools)")
+        v.problems += environment_problems(task, backend)
         env = TerminalEnv(task=str(task.path), backend=backend)
         try:
             signatures = []

@@ -117,3 +117,17 @@ def test_gc_removes_orphaned_sandbox_dirs(capsys, tmp_path, monkeypatch):
 def test_console_script_entry_point():
     r = subprocess.run(["t1env", "run", "hello-file", "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["resolved"]
+
+
+@pytest.mark.docker
+def test_validate_on_docker_names_an_image_without_python3(capsys, make_task):
+    from t1env.sandbox.docker import engine_available
+
+    up, why = engine_available()
+    if not up:
+        pytest.skip(f"no Docker engine ({why}); .ci/docker-setup.sh starts one")
+    # the registry-free minbase image that .ci/docker-setup.sh imports has no python3
+    d = make_task("nopy", env_files={"Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n"})
+    code, out, _ = run_cli(capsys, "validate", str(d), "--backend", "docker", "--runs", "1", "--json")
+    [v] = json.loads(out)
+    assert code == 1 and any("has no python3" in p for p in v["problems"])
