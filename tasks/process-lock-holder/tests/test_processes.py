@@ -48,7 +48,7 @@ def test_bystanders_untouched():
     for pid in [STATE["keeper"], *STATE["others"]]:
         assert alive(pid), f"{pid} ({cmdline(pid) if alive(pid) else 'gone'}) was killed"
     hb = float(Path("/app/run/keeper.hb").read_text())
-    assert time.time() - hb < 5
+    assert time.time() - hb < 15  # it beats every 0.5 s; generous for a loaded machine
 
 
 def test_killed_txt_names_parent():
@@ -73,9 +73,10 @@ def test_ticker_interval_and_log():
     env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     assert b"TICK_INTERVAL=0.2" in env
     before = TICKER_LOG.read_text().splitlines()
-    time.sleep(2.0)
+    time.sleep(3.0)
     after = TICKER_LOG.read_text().splitlines()
     assert after[: len(before)] == before, "log was truncated, not appended"
     new = after[len(before):]
-    assert len(new) >= 5, f"only {len(new)} ticks in 2 s"
+    # 0.2 s gives ~15 ticks in 3 s, the default 1 s interval at most 4: the margin absorbs a loaded machine
+    assert len(new) >= 6, f"only {len(new)} ticks in 3 s"
     assert all(l.startswith("tick ") for l in new)
