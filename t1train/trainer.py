@@ -30,12 +30,15 @@ fit the critic to Monte-Carlo returns (lambda = 1) for ``critic_warmup_epochs`` 
 weight sync happen. It stops early once the explained variance, measured on each fresh batch *before* fitting
 it, reaches ``critic_warmup_ev_threshold``. Training then uses ``gae_lambda_actor`` and ``gae_lambda_critic``.
 
-Extension point for R3 (routing replay)
+R3 (rollout routing replay, ``r3: true``)
 ---------------------------------------
-Every forward of the policy over a training batch (the old log-probs in step 4, the loss in step 5) runs inside
-:meth:`T1Trainer.policy_forward_context`, which receives the batch. The batch carries ``routed_experts``
-``[B, completion, moe_layers, top_k]`` (the experts the sampler chose for each sampled token, -1 elsewhere) when
-the engine returned routing. A subclass or wrapper replays them there.
+Rollouts record, for every token the sampler's forward consumed, the experts each MoE layer chose
+(``Trajectory.routed_experts_by_position``). Every forward of the policy over a training batch (the old log-probs
+and the loss, including gradient-checkpoint recomputation) runs inside :meth:`T1Trainer.policy_forward_context`,
+which replays those choices with :class:`t1train.r3.RoutingReplay`: the recorded experts are used, their weights
+come from the live router (so the router still learns). Positions without a record route live and are counted
+(``r3/fallback_tokens``); ``r3/agreement`` is the share of token-layers where live routing would have chosen the
+same experts. The reference and value models are never replayed.
 """
 
 from __future__ import annotations
@@ -120,6 +123,10 @@ class T1Config(GRPOConfig):
         "help": "Importance weights trainer/sampler: none, token_truncate, sequence_truncate, token_mask, "
                 "sequence_mask."})
     off_policy_clip: float = field(default=2.0, metadata={"help": "Cap (truncate) or bound (mask) of the weights."})
+    # ---- R3
+    r3: bool = field(default=False, metadata={
+        "help": "Rollout routing replay: record the sampler's MoE expert choices and replay them in the training "
+                "forwards (needs an MoE policy; see t1train/r3.py)."})
     # ---- evaluation on held-out episodes
     eval_tasks: list[str] = field(default_factory=list, metadata={"help": "Tasks for periodic evaluation."})
     eval_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Reset seeds for evaluation."})
@@ -239,9 +246,14 @@ class T1Trainer(GRPOTrainer):
         self.engine = engine if engine is not None else self._default_engine()
         env_kwargs = dict(args.env_kwargs)
         self.make_env = make_env or make_env_factory(args.env_backend, **env_kwargs)
+        self.routing_replay = None
+        if args.r3:
+            from t1train.r3 import RoutingReplay
+
+            self.routing_replay = RoutingReplay(self.model)  # a clear error if the policy has no MoE router
         self.rollout_config = RolloutConfig(concurrency=args.rollout_concurrency, max_turns=args.max_turns,
                                             max_context_tokens=args.max_context_tokens,
-                                            system_prompt=args.system_prompt)
+                                            system_prompt=args.system_prompt, return_routed_experts=args.r3)
         self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                        top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
         self.runner = RolloutRunner(self.engine, processing_class, self.make_env, self.sampling, self.rollout_config)
@@ -291,7 +303,10 @@ class T1Trainer(GRPOTrainer):
     # ------------------------------------------------------------------------------------------ R3 hook
     def policy_forward_context(self, batch: dict):
         """Context for every policy forward over ``batch`` (old log-probs and loss). R3 replays routing here."""
-        return contextlib.nullcontext()
+        if self.routing_replay is None or "r3_routing" not in batch:
+            return contextlib.nullcontext()
+        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        return self.routing_replay.active(batch["r3_routing"], batch["r3_mask"], attention_mask)
 
     # ------------------------------------------------------------------------------------------ rollout
     def rollout(self, specs: list[EpisodeSpec], sampling: SamplingParams | None = None) -> list[Trajectory]:
@@ -351,6 +366,16 @@ class T1Trainer(GRPOTrainer):
                 where = torch.tensor(m, dtype=torch.bool).nonzero()[:, 0]
                 routed[b, where] = torch.tensor(r, dtype=torch.int32)
             batch["routed_experts"] = routed.to(device)
+        if self.routing_replay is not None:  # R3: every position's recorded routing, laid out like input_ids
+            from t1train.r3 import align_routing
+
+            samples = [t.routed_experts_by_position() if len(t.token_ids()) > len(t.prompt_ids) > 0 else None
+                       for t in trajectories]
+            if any(s is not None for s in samples):
+                width = batch["prompt_ids"].shape[1]
+                routing, recorded = align_routing(samples, [len(p) for p in prompts], width,
+                                                  width + batch["completion_ids"].shape[1])
+                batch["r3_routing"], batch["r3_mask"] = routing.to(device), recorded.to(device)
         return batch, turn_ends, turn_rewards
 
     @torch.no_grad()
@@ -434,6 +459,8 @@ class T1Trainer(GRPOTrainer):
         metrics["t1/tito_drift_tokens"] = float(sum(loss_region_drift(t) for t in trajectories))
         metrics["t1/template_repairs"] = float(sum(len(t.drift_events) for t in trajectories))
         metrics["t1/action_tokens_mean"] = action_mask.sum(1).float().mean().item()
+        if self.routing_replay is not None:
+            metrics.update(self.routing_replay.metrics())  # over the old-log-prob forwards of this batch
         metrics["reward"] = rewards.mean().item()
         metrics["reward_std"] = rewards.std().item() if len(rewards) > 1 else 0.0
         if not critic_only:

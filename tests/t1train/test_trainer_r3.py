@@ -1,0 +1,71 @@
+"""T1Trainer with ``r3: true``: rollouts record routing, every policy forward replays it, router still learns."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from t1train.rollout import EpisodeSpec
+from t1train.trainer import T1Config, T1Trainer
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def r3_trainer(tiny, tmp_path, scripted_env, **kw) -> T1Trainer:
+    model, tokenizer = tiny
+    args = dict(output_dir=str(tmp_path / "out"), tasks=["scripted"], train_seeds=[0, 1], max_turns=2, max_new_tokens=8,
+                num_generations=2, per_device_train_batch_size=4, max_steps=1, rollout_concurrency=4,
+                system_prompt="Act.", disable_tqdm=True, save_strategy="no", learning_rate=1e-3, seed=0,
+                algorithm="grpo", r3=True)
+    args.update(kw)
+    return T1Trainer(copy.deepcopy(model), T1Config(**args), processing_class=tokenizer,
+                     make_env=lambda task: scripted_env(task))
+
+
+def test_batch_carries_every_positions_routing_aligned_with_input_ids(tiny, tmp_path, scripted_env):
+    trainer = r3_trainer(tiny, tmp_path, scripted_env)
+    trajectories = trainer.rollout([EpisodeSpec("scripted", i) for i in range(4)])
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": i} for i in range(4)])
+    routing, recorded = batch["r3_routing"], batch["r3_mask"]
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1).bool()
+    assert routing.shape[:2] == input_ids.shape and routing.shape[2:] == (2, 2)  # 2 MoE layers, top-2
+    assert not recorded[~attention].any()  # padding is never "recorded"
+    # every real token but each sequence's last one went through the sampler's forward
+    assert (recorded.sum(1) == attention.sum(1) - 1).all()
+    # the in-process engine shares the trainer's weights: replay agrees with live routing everywhere
+    m = batch["_metrics"]
+    assert m["r3/agreement"] == 1.0 and m["r3/replayed_tokens"] > 0
+
+
+def test_training_step_replays_routing_and_the_router_learns(tiny, tmp_path, scripted_env):
+    trainer = r3_trainer(tiny, tmp_path, scripted_env)
+    routers = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "mlp.gate" in n}
+    assert routers
+    trainer.train()
+    logs = trainer.state.log_history[0]
+    assert logs["r3/agreement"] == 1.0 and logs["r3/replayed_tokens"] > 0
+    moved = [n for n, p in trainer.model.named_parameters() if n in routers and not torch.equal(routers[n], p)]
+    assert moved  # gradients reach the router weights through the replayed forward
+
+
+def test_r3_on_a_dense_model_is_a_clear_error(tmp_path, scripted_env):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from t1train.models import load_model_and_tokenizer
+
+    _, tokenizer = load_model_and_tokenizer("tiny")
+    dense = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+    args = T1Config(output_dir=str(tmp_path / "o"), tasks=["scripted"], train_seeds=[0, 1], num_generations=2,
+                    per_device_train_batch_size=4, max_steps=1, algorithm="grpo", r3=True, save_strategy="no")
+    with pytest.raises(ValueError, match="r3"):
+        T1Trainer(dense, args, processing_class=tokenizer, make_env=lambda task: scripted_env(task))
