@@ -21,7 +21,7 @@ setup-all: system-deps  ## t1env + t1train + docker SDK + dev tools
 	@$(PIP) install -q -e ".[train,docker,dev]"
 
 demo: setup-core  ## the main job: the oracle solves a built-in task in the bubblewrap sandbox
-	t1env run git-recover-branch --agent oracle
+	$(PYTHON) -m t1env run git-recover-branch --agent oracle
 
 test: setup-all  ## everything: unit, slow and Docker-marked tests (Docker ones skip without an engine)
 	$(PYTHON) -m pytest -m "" -q

@@ -1,0 +1,5 @@
+import sys
+
+from t1env.cli import main
+
+sys.exit(main())
