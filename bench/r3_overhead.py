@@ -42,9 +42,9 @@ def main() -> None:
                             return_routed_experts=capture, submit_on_limit=False)
         runner = RolloutRunner(engine, tok, EchoEnv, SamplingParams(max_new_tokens=args.max_new_tokens, seed=0,
                                                                      ignore_eos=True), cfg)
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         trajs = runner.run(specs)
-        return time.perf_counter() - t0, trajs
+        return (time.perf_counter() - t0, time.process_time() - c0), trajs
 
     rollout(False)  # warm-up
     times = {False: [], True: []}
@@ -55,7 +55,8 @@ def main() -> None:
             times[capture].append(dt)
             if capture:
                 trajs = out
-    roll_off, roll_on = statistics.median(times[False]), statistics.median(times[True])
+    roll_off, roll_on = (statistics.median(w for w, _ in times[k]) for k in (False, True))
+    roll_cpu_off, roll_cpu_on = (statistics.median(c for _, c in times[k]) for k in (False, True))
 
     # one training step over the captured batch, TRL layout: prompt left-padded, completion right-padded
     prompts = [t.prompt_ids for t in trajs]
@@ -73,6 +74,7 @@ def main() -> None:
 
     def step(with_replay: bool):
         model.zero_grad(set_to_none=True)
+        c0 = time.process_time()
         t0 = time.perf_counter()
         if with_replay:
             with replay.active(routing, mask, attention):
@@ -81,14 +83,16 @@ def main() -> None:
         else:
             loss = model(ids, attention_mask=attention, position_ids=positions).logits.logsumexp(-1).mean()
             loss.backward()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
     step(False)
     steps = {False: [], True: []}
     for _ in range(args.repeats * 2):
         for with_replay in (False, True):
             steps[with_replay].append(step(with_replay))
-    step_off, step_on = statistics.median(steps[False]), statistics.median(steps[True])
+    step_off, step_on = (statistics.median(w for w, _ in steps[k]) for k in (False, True))
+    # CPU time of this process: far less sensitive than wall time to other jobs on a shared machine
+    cpu_off, cpu_on = (statistics.median(c for _, c in steps[k]) for k in (False, True))
     tokens = int(attention.sum())
     print(f"tiny MoE, CPU, {args.episodes} episodes x {args.turns} turns x {args.max_new_tokens} new tokens; "
           f"step over {len(trajs)} x {P + C} ({tokens} real tokens); medians of {args.repeats} / "
@@ -97,7 +101,9 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     print(f"{'rollout':<10} {roll_off:>10.3f}s {roll_on:>8.3f}s {roll_on / roll_off:>7.3f}")
+    print(f"{'roll (CPU)':<10} {roll_cpu_off:>10.3f}s {roll_cpu_on:>8.3f}s {roll_cpu_on / roll_cpu_off:>7.3f}")
     print(f"{'step':<10} {step_off:>10.3f}s {step_on:>8.3f}s {step_on / step_off:>7.3f}")
+    print(f"{'step (CPU)':<10} {cpu_off:>10.3f}s {cpu_on:>8.3f}s {cpu_on / cpu_off:>7.3f}")
     print(f"\nreplay: {replay.metrics()}")
 
 
