@@ -61,6 +61,10 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -
         v.duration = time.monotonic() - t0
         return v
     v.task = task.id
+    if task.env_dir.is_dir():
+        empty = sorted(str(d.relative_to(task.path)) for d in task.env_dir.rglob("*") if d.is_dir() and not any(d.iterdir()))
+        if empty:
+            v.problems.append(f"empty folders are lost by git ({', '.join(empty)}): create them in environment/setup.sh")
     try:
         v.problems += environment_problems(task, backend)
         env = TerminalEnv(task=str(task.path), backend=backend)

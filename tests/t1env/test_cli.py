@@ -131,3 +131,11 @@ def test_validate_on_docker_names_an_image_without_python3(capsys, make_task):
     code, out, _ = run_cli(capsys, "validate", str(d), "--backend", "docker", "--runs", "1", "--json")
     [v] = json.loads(out)
     assert code == 1 and any("has no python3" in p for p in v["problems"])
+
+
+def test_validate_flags_empty_folders_that_git_would_drop(capsys, make_task):
+    d = make_task()
+    (d / "environment" / "inbox").mkdir()
+    code, out, _ = run_cli(capsys, "validate", str(d), "--json", "--runs", "1")
+    [v] = json.loads(out)
+    assert code == 1 and any("empty folders are lost by git (environment/inbox)" in p for p in v["problems"])

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Creates /app/work with files of known modification times.
 set -euo pipefail
-cd /app/work
+mkdir -p /app/work && cd /app/work
 mk() { mkdir -p "$(dirname "$1")"; printf '%s\n' "$1" > "$1"; touch -d "$2" "$1"; }
 mk "reports/2023/q1.txt"        "2023-04-02 10:00:00 UTC"
 mk "reports/2023/q4.txt"        "2023-12-31 23:59:59 UTC"

@@ -1,5 +1,6 @@
 #!/bin/bash
 set -euo pipefail
+mkdir -p /app/home/deploy  # empty folders do not survive git: make them here
 chown -R 1500:1500 /app/home/deploy
 chmod 775 /app/home/deploy
 mkdir -p /app/home/deploy/.ssh
