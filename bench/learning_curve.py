@@ -139,7 +139,7 @@ def main() -> None:
 
 
 def render_table(runs, sft_scores, args) -> str:
-    lines = ["| variant | seeds | held-out passed, step 0 | final | change | train-batch passed, first → last 3 steps |",
+    lines = ["| variant | seeds | eval passed, step 0 | final | change | train-batch passed, first → last 3 logged |",
              "|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["variant"] for r in runs):
         rs = [r for r in runs if r["variant"] == name]
@@ -147,7 +147,7 @@ def render_table(runs, sft_scores, args) -> str:
         last = [r["eval"][-1]["passed_mean"] for r in rs]
         delta = [b - a for a, b in zip(first, last)]
         tr0 = statistics.mean(r["train_passed"][0] for r in rs)
-        tr1 = statistics.mean(statistics.mean(r["train_passed"][-3:]) for r in rs)
+        tr1 = statistics.mean(statistics.mean(r["train_passed"][-3:]) for r in rs)  # logged on rollout steps
         lines.append(f"| {name} | {len(rs)} | {statistics.mean(first):.2f} | {statistics.mean(last):.2f} "
                      f"(per seed {', '.join(f'{x:.2f}' for x in last)}) | {statistics.mean(delta):+.2f} | "
                      f"{tr0:.2f} → {tr1:.2f} |")

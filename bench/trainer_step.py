@@ -22,7 +22,6 @@ import argparse
 import copy
 import statistics
 import tempfile
-import time
 
 import torch
 from transformers import PrinterCallback

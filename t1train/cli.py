@@ -226,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="mean passing checks of a model on the config's eval episodes")
     evaluate.add_argument("--config", required=True, help="training YAML file")
     evaluate.add_argument("--model", help="model folder to evaluate (default: the config's model)")
+    evaluate.add_argument("--output-dir", help="override train.output_dir (scratch space for the trainer)")
     evaluate.set_defaults(func=cmd_eval)
     rollout = sub.add_parser("rollout", help="run episodes with an engine and write TITO trajectories")
     rollout.add_argument("--config", required=True, help="rollout YAML file (see docs/training.md)")

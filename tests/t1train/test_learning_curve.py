@@ -62,4 +62,4 @@ def test_sft_then_rl_on_held_out_touch_instances(tmp_path):
     assert random_init == 0.0
     assert after_sft > 0.5, f"SFT warm-start: {after_sft:.2f} passing checks on held-out instances"
     assert after_rl > after_sft - 0.6, f"RL collapsed the policy: {after_sft:.2f} -> {after_rl:.2f}"
-    assert all("t1/passed_mean" in h for h in trainer.state.log_history[:-1])
+    assert sum("t1/passed_mean" in h for h in trainer.state.log_history) == 3  # 6 steps, a rollout every 2
