@@ -36,7 +36,7 @@ from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_s
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
 from t1env.spaces import ShellAction, TerminalText
 from t1env.task import Task, TaskError
-from t1env.verify import REWARD_MODES, CheckResult, VerifyResult, verify
+from t1env.verify import REWARD_MODES, VerifyResult, not_run, verify
 
 _NOTE_ROOM = 1024  # room for t1's notes on top of the captured output
 
@@ -333,8 +333,7 @@ class TerminalEnv(gym.Env[str, Any]):
         if run_verifier and self.sandbox is not None:
             res = verify(self.sandbox, self.task, self._verifier_timeout)
         else:
-            names = self.task.declared_checks()
-            res = VerifyResult([CheckResult(n, False, "not run", f"episode ended: {reason}") for n in names], 0.0, reason)
+            res = not_run(self.task.declared_checks(), f"episode ended: {reason}", reason)
         self.last_verification = res
         info.update(res.to_info())
         info["reward_mode"] = self.reward_mode

@@ -362,11 +362,6 @@ class ShellSession:
         self._stream.feed(text[-4096:].replace("\n", "\r\n").encode("utf-8", "replace"))
         return CommandResult(text, rc, time.monotonic() - t0, truncated=truncated, **kw)
 
-    def _sync(self, timeout: float) -> bool:
-        tok = secrets.token_hex(8)
-        self._send_line(f"\\builtin printf '\\036%s:%s\\037' Y{tok} 0")
-        return self._wait_marker(f"\x1eY{tok}:".encode(), timeout) == 0
-
     def _recover_from_timeout(self, cap: _Capture, t0: float, timeout: float) -> CommandResult:
         assert self.child is not None
         self.child.send(b"\x03")  # Ctrl-C to the foreground process group

@@ -166,7 +166,8 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
             env={"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         )
     except (SandboxError, OSError) as e:
-        return _all_failed(declared, f"verifier could not run: {e}", t0)
+        reason = f"verifier could not run: {e}"
+        return not_run(declared, reason, reason, time.monotonic() - t0)
     try:
         events = [json.loads(line) for line in sandbox.get_file(report_path).decode("utf-8", "replace").splitlines() if line.strip()]
     except (FileNotFoundError, PermissionError, SandboxError, json.JSONDecodeError):
@@ -219,5 +220,6 @@ def _assemble(events: list[dict], declared: list[str], error: str | None, log: s
     return VerifyResult(checks, time.monotonic() - t0, error, log)
 
 
-def _all_failed(declared: list[str], reason: str, t0: float) -> VerifyResult:
-    return VerifyResult([CheckResult(n, False, "not run", reason) for n in declared], time.monotonic() - t0, reason)
+def not_run(names: list[str], message: str, error: str, duration: float = 0.0) -> VerifyResult:
+    """Every check failed as "not run" with ``message``: the verifier could not run, or was not asked to."""
+    return VerifyResult([CheckResult(n, False, "not run", message) for n in names], duration, error)

@@ -7,8 +7,6 @@ leaves nothing behind: no process, no container, no temporary directory.
 
 from __future__ import annotations
 
-import io
-import tarfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,10 +164,3 @@ class Sandbox(ABC):
         except Exception:
             pass
 
-
-def tar_of_tree(src: Path, arcroot: str = ".") -> bytes:
-    """A tar archive (bytes) of directory ``src``'s contents, for backends that copy by archive."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(src), arcname=arcroot)
-    return buf.getvalue()
