@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from t1train.actions import COMMAND, FORMAT_HELP, SUBMIT, parse_action
-from t1train.engines.base import FINISH_ABORT, Engine, Generation, SamplingParams
+from t1train.engines.base import FINISH_ABORT, Engine, Generation, SamplingParams, episode_seed
 from t1train.tito import Tito, loss_region_drift, retokenize_drift
 from t1train.trajectory import Trajectory, Turn
 
@@ -199,6 +199,9 @@ class RolloutRunner:
                     # with routing: each prompt's rows from the first position no earlier turn covered (R3)
                     extra = {"routed_experts_start": [_routing_start(ep) for ep in batch]} \
                         if cfg.return_routed_experts else {}
+                    if self.sampling.seed is not None:  # per episode and turn: independent of batching
+                        extra["seeds"] = [episode_seed(self.sampling.seed, slot[id(ep)], len(ep.traj.turns))
+                                          for ep in batch]
                     fut = pool.submit(self.engine.generate, [ep.ids for ep in batch], self.sampling,
                                       cfg.return_routed_experts, **extra)
                     futures[fut] = ("generate", batch)

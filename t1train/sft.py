@@ -65,8 +65,8 @@ class OracleEngine:
                 return turns
         raise KeyError("no oracle script matches this prompt; pass the env's reset observation as the key")
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False
-                 ) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
+                 routed_experts_start: list[int] | None = None, seeds: list[int] | None = None) -> list[Generation]:
         out = []
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)

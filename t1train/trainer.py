@@ -488,12 +488,12 @@ class T1Trainer(GRPOTrainer):
             self._metrics[mode]["critic/value_clip_fraction"].append(vclip.item())
         return loss
 
-    def _value_loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def _value_loss(self, batch: dict, clip: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
         values = self.value_model.values(input_ids, attention_mask, batch["completion_ids"].shape[1])
         return ppo.value_loss(values, batch["old_values"], batch["returns"], batch["tool_mask"].float(),
-                              self.args.cliprange_value)
+                              self.args.cliprange_value if clip else None)
 
     def training_step(self, model, inputs, num_items_in_batch):
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -529,7 +529,9 @@ class T1Trainer(GRPOTrainer):
                     idx = perm[start:start + args.per_device_train_batch_size]
                     mb = {k: batch[k][idx] for k in ("prompt_ids", "prompt_mask", "completion_ids",
                                                      "completion_mask", "tool_mask", "old_values", "returns")}
-                    loss, _ = self._value_loss(mb)
+                    # unclipped: the value clip keeps PPO's critic near the values it had when the batch was
+                    # scored; here the critic starts from nothing and must be free to move all the way
+                    loss, _ = self._value_loss(mb, clip=False)
                     loss.backward()
                     self._critic_optimizer_step()
                     losses.append(loss.item())

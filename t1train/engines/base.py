@@ -37,6 +37,7 @@ rollout loop asks each turn only for the positions the previous turns did not co
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -65,7 +66,9 @@ class SamplingParams:
     ignore_eos: bool = False
     """Do not stop at the end-of-sequence token."""
     seed: int | None = None
-    """Seed for sampling (SGLang: ``sampling_seed``); None draws from the engine's own generator."""
+    """Seed for sampling (SGLang: ``sampling_seed``); None draws from the engine's own generator. With a seed, a
+    ``RolloutRunner`` derives one seed per episode and turn (:func:`episode_seed`) and passes them as ``seeds=``,
+    so what an episode samples does not depend on which other episodes share its batch."""
 
     def __post_init__(self):
         if isinstance(self.stop, str):
@@ -129,11 +132,25 @@ class Engine(Protocol):
 
     def generate(
         self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-        routed_experts_start: list[int] | None = None,
+        routed_experts_start: list[int] | None = None, seeds: list[int] | None = None,
     ) -> list[Generation]:
-        """Sample one continuation per prompt (``routed_experts_start``: see "Routed experts" above)."""
+        """Sample one continuation per prompt (``routed_experts_start``: see "Routed experts" above). ``seeds``
+        gives each prompt its own sampling seed (overriding ``sampling.seed``): the same prompt and seed give the
+        same sample whatever else is in the batch."""
         ...
 
     def update_weights_from_disk(self, path: str, weight_version: str | None = None) -> None:
         """Load new weights from a ``save_pretrained`` folder, in place."""
         ...
+
+
+def episode_seed(base: int, episode: int, turn: int) -> int:
+    """The sampling seed of one episode's turn, from a run's base seed: well mixed, so neighbouring episodes and
+    turns get unrelated random streams, and stable across runs and processes (no Python ``hash``).
+
+    Example:
+        >>> episode_seed(0, 0, 0) == episode_seed(0, 0, 0) != episode_seed(0, 1, 0)
+        True
+    """
+    digest = hashlib.blake2b(f"{base}:{episode}:{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1  # < 2**63: fits a torch and an SGLang seed

@@ -24,12 +24,13 @@ from t1train.r3 import RoutingRecorder, moe_layers
 
 
 def sample_from_logits(
-    logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | None
+    logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | list[torch.Generator] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of ``logits`` ``[batch, vocab]``; return ``(token_ids, logprobs)``.
 
     The log-probs are those of the distribution sampled from: temperature, then top-k, then top-p, renormalized.
-    Greedy (temperature 0) returns ``log_softmax(logits)`` of the argmax.
+    Greedy (temperature 0) returns ``log_softmax(logits)`` of the argmax. ``generator`` is one generator for the
+    whole batch or a list with one per row (each row then draws from its own stream).
     """
     logits = logits.float()
     if sampling.temperature == 0:
@@ -48,7 +49,11 @@ def sample_from_logits(
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         scores = scores.masked_fill(drop, float("-inf"))
     logprobs_all = torch.log_softmax(scores, dim=-1)
-    tokens = torch.multinomial(logprobs_all.exp(), 1, generator=generator)[:, 0]
+    probs = logprobs_all.exp()
+    if isinstance(generator, list):
+        tokens = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generator)])
+    else:
+        tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]
     return tokens, logprobs_all.gather(-1, tokens[:, None])[:, 0]
 
 
@@ -96,9 +101,9 @@ class HFEngine:
     # ---------------------------------------------------------------- generation
     def generate(
         self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-        routed_experts_start: list[int] | None = None,
+        routed_experts_start: list[int] | None = None, seeds: list[int] | None = None,
     ) -> list[Generation]:
-        """Sample one continuation per prompt. With ``return_routed_experts``, each Generation carries the rows of
+        """Sample one continuation per prompt (``seeds``: one sampling seed per prompt). With ``return_routed_experts``, each Generation carries the rows of
         the sampled tokens and, from ``routed_experts_start[i]`` (a prompt position; default ``len(prompt) - 1``:
         none), the rows of the prompt positions before the last (see ``Generation.prompt_routed_experts``)."""
         if sampling.stop and self.tokenizer is None:
@@ -106,6 +111,8 @@ class HFEngine:
         for prompt in prompts:
             if not prompt:
                 raise ValueError("empty prompt: a prompt needs at least one token id")
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         starts = _routing_starts(prompts, routed_experts_start)
         results: list[Generation] = []
         with self._lock, torch.inference_mode():
@@ -115,6 +122,9 @@ class HFEngine:
             for start in range(0, len(prompts), self.max_batch_size):
                 chunk = prompts[start : start + self.max_batch_size]
                 chunk_starts = starts[start : start + self.max_batch_size]
+                if seeds is not None:
+                    generator = [torch.Generator(self.device).manual_seed(s)
+                                 for s in seeds[start : start + self.max_batch_size]]
                 results.extend(self._generate_batch(chunk, sampling, generator, return_routed_experts, chunk_starts))
         return results
 

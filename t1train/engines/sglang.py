@@ -42,6 +42,7 @@ Sampler log-probs: SGLang reports ``log_softmax(logits / temperature)`` before t
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -224,13 +225,18 @@ class SGLangEngine:
         return self.parse_response(data, return_routed_experts, len(prompt), start)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-                 routed_experts_start: list[int] | None = None) -> list[Generation]:
-        """Sample one continuation per prompt, one request each (see ``Engine.generate``)."""
+                 routed_experts_start: list[int] | None = None, seeds: list[int] | None = None) -> list[Generation]:
+        """Sample one continuation per prompt, one request each (see ``Engine.generate``); ``seeds[i]`` becomes
+        request ``i``'s ``sampling_seed``."""
         starts = routed_experts_start if routed_experts_start is not None else [None] * len(prompts)
         if len(starts) != len(prompts):
             raise ValueError(f"{len(starts)} routed_experts_start values for {len(prompts)} prompts")
-        futures = [self._pool.submit(self._generate_one, p, sampling, return_routed_experts, s)
-                   for p, s in zip(prompts, starts)]
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+        per_prompt = ([dataclasses.replace(sampling, seed=s) for s in seeds] if seeds is not None
+                      else [sampling] * len(prompts))
+        futures = [self._pool.submit(self._generate_one, p, sp, return_routed_experts, s)
+                   for p, sp, s in zip(prompts, per_prompt, starts)]
         return [f.result() for f in futures]
 
     # ---------------------------------------------------------------- server control

@@ -23,8 +23,8 @@ class RecordingEngine:
         self.engine, self.calls = engine, []
         self.max_concurrency = engine.max_concurrency
 
-    def generate(self, prompts, sampling, return_routed_experts=False):
-        gens = self.engine.generate(prompts, sampling, return_routed_experts)
+    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
+        gens = self.engine.generate(prompts, sampling, return_routed_experts, **kwargs)
         self.calls += [(list(p), g) for p, g in zip(prompts, gens)]
         return gens
 
@@ -99,6 +99,21 @@ def test_env_calls_overlap_and_results_keep_order(tiny, tiny_engine):
     trajs = runner.run(specs)
     assert [t.task_id for t in trajs] == [s.task for s in specs]
     assert peak[0] > 1  # several sandboxes were busy at once
+
+
+def test_seeded_rollouts_do_not_depend_on_concurrency(tiny, tiny_engine):
+    """With ``SamplingParams.seed`` each episode and turn samples from its own stream, so an evaluation gives the
+    same episodes however the runner happens to batch them (env timing decides the batches)."""
+    _, tok = tiny
+    specs = [EpisodeSpec("scripted", 0)] * 3 + [EpisodeSpec("scripted", 1)]
+    runs = []
+    for concurrency in (1, 4):
+        cfg = RolloutConfig(system_prompt="x", max_turns=3, concurrency=concurrency)
+        runner = RolloutRunner(tiny_engine, tok, lambda task: ScriptedEnv(task),
+                               SamplingParams(max_new_tokens=6, seed=3), cfg)
+        runs.append([t.token_ids() for t in runner.run(specs)])
+    assert runs[0] == runs[1]
+    assert len({tuple(ids) for ids in runs[0][:3]}) > 1  # same task and seed, different episodes: not clones
 
 
 def test_env_failure_ends_only_that_episode(tiny, tiny_engine):

@@ -47,6 +47,19 @@ def test_seeded_sampling_is_reproducible(tiny, tiny_engine):
     assert a.token_ids == b.token_ids and a.logprobs == b.logprobs
 
 
+def test_per_prompt_seeds_make_samples_independent_of_the_batch(tiny, tiny_engine):
+    _, tok = tiny
+    hi, other = tok.encode("hi"), tok.encode("git status --short")
+    sp = SamplingParams(max_new_tokens=16, ignore_eos=True)
+    alone = tiny_engine.generate([hi], sp, seeds=[11])[0]
+    batched = tiny_engine.generate([other, hi, hi], sp, seeds=[5, 11, 12])
+    assert batched[1].token_ids == alone.token_ids
+    assert batched[1].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    assert batched[2].token_ids != alone.token_ids  # same prompt, another seed: another sample
+    with pytest.raises(ValueError, match="2 seeds for 1 prompts"):
+        tiny_engine.generate([hi], sp, seeds=[1, 2])
+
+
 def test_truncated_distribution_logprobs():
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     gen = torch.Generator().manual_seed(0)

@@ -37,6 +37,16 @@ def test_request_follows_sglang_schema(client, server, tiny):
                                        "stop": ["\n"], "stop_token_ids": [7], "sampling_seed": 4}
 
 
+def test_per_prompt_seeds_become_per_request_sampling_seeds(client, server, tiny):
+    _, tok = tiny
+    prompt = tok.encode("ls")
+    gens = client.generate([prompt, prompt], SamplingParams(max_new_tokens=8, seed=1, ignore_eos=True), seeds=[3, 9])
+    seeds = sorted(body["sampling_params"]["sampling_seed"] for body in server.requests[-2:])
+    assert seeds == [3, 9]
+    again = client.generate([prompt], SamplingParams(max_new_tokens=8, ignore_eos=True), seeds=[9])[0]
+    assert again.token_ids == gens[1].token_ids
+
+
 def test_ids_logprobs_and_routing_come_back_exactly(client, tiny, tiny_engine):
     _, tok = tiny
     prompts = [tok.encode("ls -la"), tok.encode("git status")]
