@@ -26,8 +26,9 @@ Story of one training step
 Critic warm-start (``ppo``)
 ---------------------------
 Before the first policy update, ``critic_warmup_iterations`` rounds of: roll out with the frozen initial policy,
-fit the critic to Monte-Carlo returns (lambda = 1) for ``critic_warmup_epochs`` passes. No policy update and no
-weight sync happen. It stops early once the explained variance, measured on each fresh batch *before* fitting
+fit the critic to Monte-Carlo returns (lambda = 1) for ``critic_warmup_epochs`` passes over *every* warm-start batch so
+far (the policy is frozen, so all of them are samples of the same policy and stay valid targets; critic steps are
+cheap next to rollouts). No policy update and no weight sync happen. It stops early once the explained variance, measured on each fresh batch *before* fitting
 it, reaches ``critic_warmup_ev_threshold``. Training then uses ``gae_lambda_actor`` and ``gae_lambda_critic``.
 
 R3 (rollout routing replay, ``r3: true``)
@@ -115,7 +116,8 @@ class T1Config(GRPOConfig):
         "help": "Clip the new values to old value +- this (null: unclipped squared error)."})
     critic_warmup_iterations: int = field(default=0, metadata={
         "help": "Critic warm-start: rounds of critic-only fitting on rollouts of the frozen initial policy (ppo)."})
-    critic_warmup_epochs: int = field(default=4, metadata={"help": "Passes over each warm-start batch."})
+    critic_warmup_epochs: int = field(default=4, metadata={
+        "help": "Passes, per warm-start round, over all warm-start batches collected so far."})
     critic_warmup_ev_threshold: float = field(default=0.8, metadata={
         "help": "End the warm-start once explained variance on a fresh batch reaches this."})
     # ---- off-policy correction
@@ -516,27 +518,36 @@ class T1Trainer(GRPOTrainer):
         rng = random.Random(args.seed)
         groups = max(1, args.generation_batch_size // self.num_generations)
         bar = tqdm(range(args.critic_warmup_iterations), desc="critic warm-start", disable=args.disable_tqdm)
+        keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask", "old_values", "returns")
+        buffer: list[dict] = []  # every warm-start batch: all come from the same frozen policy, so all stay on-policy
         for it in bar:
             picked = [rows[rng.randrange(len(rows))] for _ in range(groups)]
             inputs = [dict(r) for r in picked for _ in range(self.num_generations)]
             trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs])
             batch = self.score_trajectories(trajectories, inputs, critic_only=True)
             ev = batch["_metrics"]["critic/explained_variance"]  # on data the critic has not been fitted to yet
+            buffer.append({k: batch[k] for k in keys})
             losses = []
             for _ in range(args.critic_warmup_epochs):
-                perm = torch.randperm(len(inputs))
-                for start in range(0, len(inputs), args.per_device_train_batch_size):
-                    idx = perm[start:start + args.per_device_train_batch_size]
-                    mb = {k: batch[k][idx] for k in ("prompt_ids", "prompt_mask", "completion_ids",
-                                                     "completion_mask", "tool_mask", "old_values", "returns")}
-                    # unclipped: the value clip keeps PPO's critic near the values it had when the batch was
-                    # scored; here the critic starts from nothing and must be free to move all the way
-                    loss, _ = self._value_loss(mb, clip=False)
-                    loss.backward()
-                    self._critic_optimizer_step()
-                    losses.append(loss.item())
-            record = {"iteration": it, "explained_variance": ev, "value_loss": sum(losses) / len(losses),
-                      "passed_mean": batch["_metrics"]["t1/passed_mean"]}
+                for b in torch.randperm(len(buffer)).tolist():
+                    data = buffer[b]
+                    perm = torch.randperm(len(data["returns"]))
+                    for start in range(0, len(perm), args.per_device_train_batch_size):
+                        idx = perm[start:start + args.per_device_train_batch_size]
+                        # unclipped: the value clip keeps PPO's critic near the values it had when the batch was
+                        # scored; here the critic starts from nothing and must be free to move all the way
+                        loss, _ = self._value_loss({k: v[idx] for k, v in data.items()}, clip=False)
+                        loss.backward()
+                        self._critic_optimizer_step()
+                        losses.append(loss.item())
+            with torch.no_grad():  # how well it now fits the batch it has just seen (vs `ev`: before seeing it)
+                data = buffer[-1]
+                values = self.value_model.values(torch.cat([data["prompt_ids"], data["completion_ids"]], 1),
+                                                 torch.cat([data["prompt_mask"], data["completion_mask"]], 1),
+                                                 data["completion_ids"].shape[1])
+                fit_ev = ppo.explained_variance(values, data["returns"], data["tool_mask"].float())
+            record = {"iteration": it, "explained_variance": ev, "fit_explained_variance": fit_ev,
+                      "value_loss": sum(losses) / len(losses), "passed_mean": batch["_metrics"]["t1/passed_mean"]}
             self.critic_warmup_history.append(record)
             bar.set_postfix(ev=f"{ev:.3f}", value_loss=f"{record['value_loss']:.4f}")
             if not math.isnan(ev) and ev >= args.critic_warmup_ev_threshold:

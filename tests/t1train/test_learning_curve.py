@@ -1,18 +1,21 @@
-"""The short, seeded learning test (slow; CI runs it): SFT warm-start then RL on the real env, tiny MoE on CPU.
+"""The short, seeded learning test (slow; CI runs it): SFT warm-start, then PPO with a warm-started critic, in the
+real t1 env (bubblewrap sandboxes, pytest verifiers), tiny MoE on CPU.
 
-What is asserted, and why (numbers from docs/benchmarks-training.md, measured on a shared 2-core machine):
+Recipe (``tests/fixtures/touch_learning.py``): SFT on the oracle episodes of 12 ``touch`` instances, then PPO on a
+held-out instance (``touch-red-blue``), scored on 64 fresh reset/sampling seeds before and after RL.
 
-* The random-init tiny MoE scores 0 passing checks: it never emits a valid action.
-* SFT on oracle episodes (same template and TITO path as RL) lifts the held-out score to about 1 of 3 checks. The
-  eval noise of one model on 24 episodes is about 0.1-0.2 (std over eval sampling seeds), so the assertion
-  (> 0.5) has a margin of several noise widths.
-* A few GRPO steps on top must keep the policy working (no collapse: within 0.6, i.e. three noise widths, of the
-  SFT score). RL *improvement* at this budget is within the run-to-run noise and is reported in the benchmark,
-  not asserted here.
+What is asserted, with the numbers behind the margins (docs/benchmarks-training.md; 2-core machine):
+
+* the random-init model scores 0 (it never emits a valid action), and SFT lifts it above 0;
+* 40 PPO steps raise the held-out mean passing count by more than ``MARGIN``. Measured gains of this exact
+  configuration over seeds: see the docs table; the standard deviation of a 64-episode score of one fixed policy
+  is about 0.1, so the difference of two scores has about 0.14 of noise, and ``MARGIN`` sits 2 noise widths above 0;
+* the training batches' mean passing count rises (last 10 rollouts vs first 10, 160 episodes each).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,46 +23,42 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEM = "Act in the shell."
+MARGIN = 0.3
+STEPS = 40
 
 
 @pytest.mark.slow
-def test_sft_then_rl_on_held_out_touch_instances(tmp_path):
+@pytest.mark.timeout(1800)  # about 8 minutes on 2 cores: 43 rollouts of 16 real episodes
+def test_sft_then_ppo_raises_the_held_out_score(tmp_path):
     sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
-    import make_touch_tasks as touch
-    from trl import SFTConfig
+    import touch_learning as recipe
+    from transformers import PrinterCallback
 
     from t1train.models import tiny_moe
-    from t1train.rollout import RolloutConfig
-    from t1train.sft import oracle_trajectories, run_sft, sft_dataset
-    from t1train.trainer import T1Config, T1Trainer
+    from t1train.trainer import T1Trainer
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the tiny model on a shared CPU: one thread is the fast setting
     try:
-        train = [str(ROOT / "tests/fixtures/tasks" / t) for t in touch.task_ids("train")]
-        held_out = [str(ROOT / "tests/fixtures/tasks" / t) for t in touch.task_ids("test")]
         model, tokenizer = tiny_moe()
-        args = T1Config(output_dir=str(tmp_path / "rl"), algorithm="grpo", tasks=held_out[:1], train_seeds=[0, 1, 2, 3],
-                        system_prompt=SYSTEM, max_turns=2, max_new_tokens=20, num_generations=4,
-                        per_device_train_batch_size=16, max_steps=6, num_iterations=2, learning_rate=2e-4,
-                        lr_scheduler_type="constant", save_strategy="no", disable_tqdm=True, seed=0)
-        trainer = T1Trainer(model.train(), args, processing_class=tokenizer)
-        eval_seeds = list(range(1000, 1008))
-        random_init = trainer.evaluate_episodes(held_out, eval_seeds)["passed_mean"]
-
-        oracle = oracle_trajectories(tokenizer, train, [0], rollout=RolloutConfig(max_turns=4, system_prompt=SYSTEM))
-        run_sft(trainer.model, tokenizer, sft_dataset(oracle * 4),
-                SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=80, learning_rate=2e-3,
-                          per_device_train_batch_size=8, lr_scheduler_type="constant", save_strategy="no",
-                          report_to="none", bf16=False, disable_tqdm=True, seed=0))
-        after_sft = trainer.evaluate_episodes(held_out, eval_seeds)["passed_mean"]
+        trainer = T1Trainer(model.train(), recipe.rl_config(str(tmp_path / "rl"), STEPS, seed=0),
+                            processing_class=tokenizer)
+        trainer.remove_callback(PrinterCallback)
+        held_out = ([recipe.task_path(recipe.RL_TASK)], recipe.EVAL_SEEDS)
+        random_init = trainer.evaluate_episodes(*held_out)["passed_mean"]
+        recipe.sft_warm_start(trainer.model, tokenizer, output_dir=str(tmp_path / "sft"))
+        after_sft = trainer.evaluate_episodes(*held_out)["passed_mean"]
         trainer.train()
-        after_rl = trainer.evaluate_episodes(held_out, eval_seeds)["passed_mean"]
+        after_rl = trainer.evaluate_episodes(*held_out)["passed_mean"]
     finally:
         torch.set_num_threads(threads)
 
+    batches = [h["t1/passed_mean"] for h in trainer.state.log_history if "t1/passed_mean" in h]
+    print(f"held-out passed: random {random_init:.3f}, SFT {after_sft:.3f}, SFT+PPO {after_rl:.3f}; "
+          f"train batches {statistics.mean(batches[:10]):.2f} -> {statistics.mean(batches[-10:]):.2f}; "
+          f"warm-start {trainer.critic_warmup_history}")
     assert random_init == 0.0
-    assert after_sft > 0.5, f"SFT warm-start: {after_sft:.2f} passing checks on held-out instances"
-    assert after_rl > after_sft - 0.6, f"RL collapsed the policy: {after_sft:.2f} -> {after_rl:.2f}"
-    assert sum("t1/passed_mean" in h for h in trainer.state.log_history) == 3  # 6 steps, a rollout every 2
+    assert after_sft > 0.0
+    assert len(trainer.critic_warmup_history) >= 1 and len(batches) == STEPS
+    assert after_rl - after_sft > MARGIN, f"PPO did not learn: {after_sft:.3f} -> {after_rl:.3f}"
+    assert statistics.mean(batches[-10:]) > statistics.mean(batches[:10]) + MARGIN

@@ -19,8 +19,8 @@ def test_tiny_cpu_config_builds_a_valid_t1_config():
     cfg = load_train_config(TINY)
     args = build_t1_config(cfg.train, output_dir="/tmp/unused")
     assert args.algorithm == "ppo" and args.critic_warmup_iterations > 0
-    assert all((ROOT / t / "task.toml").exists() for t in args.tasks + cfg.eval.tasks)
-    assert not set(args.tasks) & set(cfg.eval.tasks)  # held-out instances are not trained on
+    assert all((ROOT / t / "task.toml").exists() for t in args.tasks + cfg.eval.tasks + cfg.sft.tasks)
+    assert not set(args.tasks) & set(cfg.sft.tasks)  # RL runs on an instance SFT never imitated
 
 
 def test_unknown_keys_are_named(tmp_path):
