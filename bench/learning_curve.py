@@ -115,11 +115,12 @@ def render_table(runs, noise, args) -> str:
         first = statistics.mean(statistics.mean(r["train_passed"][:10]) for r in rs)
         last = statistics.mean(statistics.mean(r["train_passed"][-10:]) for r in rs)
         rollouts = args.steps + (len(rs[0]["warmup"]) if rs[0]["warmup"] else 0)
+        afters = ", ".join(f"{r['after']:.2f}" for r in rs)
+        per_seed = ", ".join(f"{g:+.2f}" for g in gains)
         lines.append(
             f"| {name} | {len(rs)} | {statistics.mean(r['before'] for r in rs):.2f} | "
-            f"{statistics.mean(r['after'] for r in rs):.2f} ({', '.join(f'{r['after']:.2f}' for r in rs)}) | "
-            f"**{statistics.mean(gains):+.2f}** ({', '.join(f'{g:+.2f}' for g in gains)}) | {first:.2f} → {last:.2f} | "
-            f"{rollouts} |")
+            f"{statistics.mean(r['after'] for r in rs):.2f} ({afters}) | "
+            f"**{statistics.mean(gains):+.2f}** ({per_seed}) | {first:.2f} → {last:.2f} | {rollouts} |")
     spread = statistics.pstdev(noise)
     lines += ["", f"Held-out score: mean passing checks (of 3) over {len(recipe.EVAL_SEEDS)} fresh seeded episodes of "
               f"{recipe.RL_TASK}. Noise of one such score (the SFT policy, {len(noise)} eval sampling seeds): "

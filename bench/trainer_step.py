@@ -1,8 +1,10 @@
 """Time one training step of T1Trainer against a plain TRL GRPOTrainer, same tiny model, same batch.
 
 Both trainers get the same pre-made multi-turn episodes (prompt, two sampled turns, an observation in between),
-so generation and the environment cost nothing and the step is scoring + forward + backward (TRL's own
-``step_time`` metric: everything inside ``training_step``; the optimizer step is outside it for both).
+so generation and the environment cost nothing and the step is scoring + forward + backward (everything inside
+``training_step``, TRL's own ``step_time``; the optimizer step is outside it for both). Each step is timed twice:
+wall clock, and the process's CPU time (robust on a shared machine: other jobs do not add to it; torch runs on
+one thread here, so CPU time is the step's own work).
 
 * ``trl GRPOTrainer`` — a ``rollout_func`` returns the episodes' ids, sampler log-probs and ``env_mask``.
 * ``t1 grpo, no IS`` — T1Trainer, the same algorithm and loss, off-policy correction off: the like-for-like
@@ -22,6 +24,7 @@ import argparse
 import copy
 import statistics
 import tempfile
+import time
 
 import torch
 from transformers import PrinterCallback
@@ -57,7 +60,22 @@ def common(batch, steps, out):
                 bf16=False, seed=0)
 
 
-def time_trl(model, tokenizer, episodes, batch, steps, out) -> list[float]:
+def timed(trainer) -> list[tuple[float, float]]:
+    """Wrap ``trainer.training_step``; return the list it fills with (wall, cpu) seconds per step."""
+    record: list[tuple[float, float]] = []
+    inner = trainer.training_step
+
+    def training_step(*args, **kwargs):
+        w, c = time.perf_counter(), time.process_time()
+        out = inner(*args, **kwargs)
+        record.append((time.perf_counter() - w, time.process_time() - c))
+        return out
+
+    trainer.training_step = training_step
+    return record
+
+
+def time_trl(model, tokenizer, episodes, batch, steps, out) -> list[tuple[float, float]]:
     import datasets
     from trl import GRPOConfig, GRPOTrainer
 
@@ -92,11 +110,12 @@ def time_trl(model, tokenizer, episodes, batch, steps, out) -> list[float]:
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=datasets.Dataset.from_list(rows),
                           processing_class=tokenizer, rollout_func=rollout_groups)
     trainer.remove_callback(PrinterCallback)
+    record = timed(trainer)
     trainer.train()
-    return [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
+    return record
 
 
-def time_t1(model, tokenizer, episodes, batch, steps, out, **kw) -> list[float]:
+def time_t1(model, tokenizer, episodes, batch, steps, out, **kw) -> list[tuple[float, float]]:
     from t1train.trainer import T1Config, T1Trainer
 
     args = T1Config(**common(batch, steps, out), tasks=["bench"], train_seeds=list(range(len(episodes) // 4)),
@@ -112,8 +131,9 @@ def time_t1(model, tokenizer, episodes, batch, steps, out, **kw) -> list[float]:
     trainer.rollout = rollout
     trainer.sync_engine_weights = lambda: None
     trainer.remove_callback(PrinterCallback)
+    record = timed(trainer)
     trainer.train()
-    return [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
+    return record
 
 
 def main() -> None:
@@ -136,20 +156,23 @@ def main() -> None:
         "t1 grpo + IS": lambda m, o: time_t1(m, tokenizer, episodes, args.batch, args.steps, o, algorithm="grpo"),
         "t1 ppo + IS": lambda m, o: time_t1(m, tokenizer, episodes, args.batch, args.steps, o, algorithm="ppo"),
     }
-    times: dict[str, list[float]] = {k: [] for k in variants}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
     for _ in range(args.repeats):  # interleave, so load changes on a shared machine hit every variant alike
         for name, run in variants.items():
             with tempfile.TemporaryDirectory() as out:
                 t = run(copy.deepcopy(base).train(), out)
             times[name] += t[1:]  # drop the first step (warm-up)
-    ref = statistics.median(times["trl GRPOTrainer"])
+    ref_wall = statistics.median(w for w, _ in times["trl GRPOTrainer"])
+    ref_cpu = statistics.median(c for _, c in times["trl GRPOTrainer"])
     tokens = sum(len(t.token_ids()) for t in episodes) / len(episodes)
     print(f"tiny MoE, {args.batch} episodes/step, ~{tokens:.0f} tokens each, {args.threads} thread(s), "
-          f"median of {len(times['trl GRPOTrainer'])} steps")
-    print(f"{'variant':<18} {'step (ms)':>10} {'vs TRL':>8}")
+          f"median of {len(times['trl GRPOTrainer'])} steps per variant")
+    print(f"| variant | wall (ms) | vs TRL | CPU (ms) | vs TRL |")
+    print("|---|---:|---:|---:|---:|")
     for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:<18} {1000 * med:>10.1f} {med / ref:>7.2f}x")
+        wall = statistics.median(w for w, _ in ts)
+        cpu = statistics.median(c for _, c in ts)
+        print(f"| {name} | {1000 * wall:.1f} | {wall / ref_wall:.2f}x | {1000 * cpu:.1f} | {cpu / ref_cpu:.2f}x |")
 
 
 if __name__ == "__main__":
