@@ -137,6 +137,31 @@ def test_critic_warm_start_fits_the_critic_and_leaves_the_policy_alone(tiny, tmp
     assert engine.weight_version == "oracle"  # no weight sync
 
 
+def test_warm_start_refits_every_round_and_is_not_held_by_the_value_clip(tiny, tmp_path, scripted_env):
+    """Every round fits all warm-start batches so far (the frozen policy's samples stay valid targets), with an
+    unclipped loss: a zero-initialised critic must reach returns far beyond ``cliprange_value``."""
+    model, tokenizer = tiny
+    instruction = scripted_env("scripted").reset(seed=0)[0].split(" (seed")[0]
+    engine = OracleEngine(tokenizer, {instruction: SCRIPT})  # every return is 1.0
+    import copy
+
+    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, critic_warmup_iterations=3, critic_warmup_epochs=4,
+                                                    critic_warmup_ev_threshold=2.0, critic_learning_rate=1e-2,
+                                                    cliprange_value=0.05),
+                        processing_class=tokenizer, engine=engine, make_env=lambda t: scripted_env(t))
+    steps = []
+    inner = trainer._critic_optimizer_step
+    trainer._critic_optimizer_step = lambda: (steps.append(len(trainer.critic_warmup_history)), inner())
+    trainer.warm_start_critic()
+    # 4 episodes per batch = one minibatch: round k fits k batches, 4 passes each
+    assert [steps.count(k) for k in range(3)] == [4, 8, 12]
+    trajectories = trainer.rollout([EpisodeSpec("scripted", 0)] * 4)
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": 0}] * 4,
+                                       critic_only=True)
+    mask = batch["tool_mask"].bool()
+    assert batch["old_values"][mask].mean().item() > 0.5  # 10x the value clip: the clip did not hold it back
+
+
 def test_warm_start_stops_at_the_explained_variance_threshold(tiny, tmp_path, scripted_env, monkeypatch):
     trainer = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=5, critic_warmup_ev_threshold=0.5)
     import t1train.trainer as tr
