@@ -223,3 +223,24 @@ def load_tokenizer(name_or_path: str):
 
     path = tiny_moe_path() if name_or_path == "tiny" else name_or_path
     return AutoTokenizer.from_pretrained(path)
+
+
+def unpatch_forward(model) -> bool:
+    """Remove an instance-level ``forward`` that a TRL trainer installed on ``model``; True if one was removed.
+
+    TRL's trainers (``add_fused_lm_head``) replace ``model.forward`` with a wrapper whose closure holds the
+    *original* bound ``forward``. ``copy.deepcopy`` of such a model copies the wrapper but not what it closes over,
+    so the copy's forward silently runs the original model's weights: sampling and training on the copy then
+    never see its own updates. t1 strips the patch after SFT and before building a trainer (which patches again).
+
+    Example:
+        >>> import types, torch
+        >>> m = torch.nn.Linear(1, 1)
+        >>> m.forward = types.MethodType(lambda self, x: x, m)
+        >>> unpatch_forward(m), "forward" in vars(m), unpatch_forward(m)
+        (True, False, False)
+    """
+    if "forward" not in vars(model):
+        return False
+    del model.forward
+    return True

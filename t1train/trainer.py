@@ -230,6 +230,9 @@ class T1Trainer(GRPOTrainer):
             processing_class = processing_class or tokenizer
         if processing_class is None:
             raise ValueError("pass processing_class= (the policy's tokenizer, with a chat template)")
+        from t1train.models import unpatch_forward
+
+        unpatch_forward(model)  # a stale TRL forward patch (e.g. on a deepcopy) would run another model's weights
         if args.algorithm == "ppo" and value_model is None:
             value_model = (ValueModel.from_pretrained(args.value_model_path) if args.value_model_path
                            else ValueModel.from_policy(model))  # before PEFT wraps the policy

@@ -211,3 +211,23 @@ def test_sft_dataset_trains_on_the_oracle_action_tokens_only(tiny, scripted_env)
     trained = [i for i, m in zip(row["input_ids"], row["assistant_masks"]) if m]
     end = tokenizer.eos_token
     assert tokenizer.decode(trained) == SCRIPT[0] + end + SCRIPT[1] + end
+
+
+def test_a_deepcopy_of_a_model_a_trl_trainer_touched_runs_its_own_weights(tiny, tmp_path, scripted_env):
+    """TRL patches ``model.forward`` with a closure over the original; a deepcopy's forward would run the original's
+    weights (sampling and training on the copy would never see the copy's updates). T1Trainer strips the patch."""
+    import copy
+
+    first = make_trainer(tiny, tmp_path / "a", scripted_env)
+    assert "forward" in vars(first.model)  # TRL's fused-LM-head patch
+    clone = copy.deepcopy(first.model)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    second = T1Trainer(clone, config(tmp_path / "b"), processing_class=tiny[1], make_env=lambda t: scripted_env(t))
+    with torch.no_grad():
+        before = second.model(ids).logits.clone()
+        for p in second.model.parameters():
+            p.add_(0.05)
+        after = second.model(ids).logits
+        original = first.model(ids).logits
+    assert not torch.allclose(before, after)  # the clone's forward uses the clone's weights
+    assert torch.allclose(before, original)  # and the original is untouched
