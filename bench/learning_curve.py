@@ -1,7 +1,7 @@
 """Learning curves on CPU: SFT warm-start, then PPO with critic warm-start vs PPO without vs GRPO, several seeds.
 
 Recipe (``tests/fixtures/touch_learning.py``, shared with the CI learning test): SFT of the tiny MoE on the oracle
-episodes of 12 ``touch`` instances (once, shared by every run), then RL on a held-out instance (``touch-red-blue``)
+episodes of 12 ``touch`` instances (in every run, ~20 s, in the CI test's order), then RL on a held-out instance (``touch-red-blue``)
 for ``--steps`` optimizer steps of 16 episodes each, in the real env (bubblewrap sandboxes, pytest verifiers).
 Every variant gets the same budget: PPO with warm-start spends its warm-start rollouts on top (reported).
 
@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import sys
@@ -45,14 +44,18 @@ def held_out_score(trainer, seed_offset: int = 0) -> float:
         trainer.args.seed = saved
 
 
-def run_variant(name: str, base, tokenizer, steps: int, seed: int) -> dict:
+def run_variant(name: str, sft_steps: int, steps: int, seed: int) -> dict:
+    """One run exactly as the CI learning test does it: build the trainer, SFT its policy in place, then RL."""
     from transformers import PrinterCallback
 
+    from t1train.models import tiny_moe
     from t1train.trainer import T1Trainer
 
+    model, tokenizer = tiny_moe()
     with tempfile.TemporaryDirectory() as out:
-        trainer = T1Trainer(copy.deepcopy(base), recipe.rl_config(out, steps, seed, name), processing_class=tokenizer)
+        trainer = T1Trainer(model.train(), recipe.rl_config(out, steps, seed, name), processing_class=tokenizer)
         trainer.remove_callback(PrinterCallback)
+        recipe.sft_warm_start(trainer.model, tokenizer, sft_steps)
         before = held_out_score(trainer)
         t0 = time.monotonic()
         trainer.train()
@@ -78,19 +81,15 @@ def main() -> None:
     from t1train.trainer import T1Trainer
 
     model, tokenizer = tiny_moe()
-    t0 = time.monotonic()
-    base = recipe.sft_warm_start(model.train(), tokenizer, args.sft_steps)
-    print(f"SFT warm-start: {args.sft_steps} steps, {time.monotonic() - t0:.0f}s", flush=True)
-
-    probe = T1Trainer(copy.deepcopy(base), recipe.rl_config(tempfile.mkdtemp(), 1, 0, "grpo"),
-                      processing_class=tokenizer)
+    probe = T1Trainer(model.train(), recipe.rl_config(tempfile.mkdtemp(), 1, 0, "grpo"), processing_class=tokenizer)
+    recipe.sft_warm_start(probe.model, tokenizer, args.sft_steps)
     noise = [held_out_score(probe, 100 + k) for k in range(3)]
     print("eval noise of the SFT policy: " + ", ".join(f"{x:.3f}" for x in noise), flush=True)
 
     runs = []
     for seed in args.seeds:
         for name in args.variants:
-            run = run_variant(name, base, tokenizer, args.steps, seed)
+            run = run_variant(name, args.sft_steps, args.steps, seed)
             runs.append(run)
             tb = run["train_passed"]
             print(f"{name:<9} seed {seed}: held-out {run['before']:.3f} -> {run['after']:.3f}; train batches "

@@ -226,21 +226,35 @@ def load_tokenizer(name_or_path: str):
 
 
 def unpatch_forward(model) -> bool:
-    """Remove an instance-level ``forward`` that a TRL trainer installed on ``model``; True if one was removed.
+    """Remove a *stale* instance-level ``forward`` from ``model``; True if one was removed.
 
-    TRL's trainers (``add_fused_lm_head``) replace ``model.forward`` with a wrapper whose closure holds the
-    *original* bound ``forward``. ``copy.deepcopy`` of such a model copies the wrapper but not what it closes over,
-    so the copy's forward silently runs the original model's weights: sampling and training on the copy then
-    never see its own updates. t1 strips the patch after SFT and before building a trainer (which patches again).
+    TRL's trainers (``add_fused_lm_head``) replace ``model.forward`` with a wrapper whose closure holds the original
+    bound ``forward``. ``copy.deepcopy`` of such a model copies the wrapper but not what it closes over, so the copy's
+    forward silently runs the *original* model's weights: sampling and training on the copy never see its own
+    updates. A patch whose wrapped forward is bound to ``model`` itself is left alone (TRL's trainers need it).
 
     Example:
-        >>> import types, torch
+        >>> import copy, types, torch
+        >>> def patch(module):  # what TRL does: wrap the bound forward in a closure
+        ...     original_forward = module.forward
+        ...     module.forward = types.MethodType(lambda self, x: original_forward(x), module)
         >>> m = torch.nn.Linear(1, 1)
-        >>> m.forward = types.MethodType(lambda self, x: x, m)
-        >>> unpatch_forward(m), "forward" in vars(m), unpatch_forward(m)
-        (True, False, False)
+        >>> patch(m)
+        >>> unpatch_forward(m), unpatch_forward(copy.deepcopy(m))
+        (False, True)
     """
-    if "forward" not in vars(model):
+    patched = vars(model).get("forward")
+    if patched is None:
         return False
-    del model.forward
-    return True
+    if any(getattr(bound, "__self__", model) is not model for bound in _wrapped_forwards(patched)):
+        del model.forward
+        return True
+    return False
+
+
+def _wrapped_forwards(method) -> list:
+    """The bound methods a patched forward closes over (what it calls through to)."""
+    func = getattr(method, "__func__", method)
+    cells = getattr(func, "__closure__", None) or ()
+    return [c.cell_contents for c in cells
+            if isinstance(getattr(c, "cell_contents", None), type(method)) or hasattr(c.cell_contents, "__self__")]

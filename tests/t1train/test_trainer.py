@@ -231,3 +231,21 @@ def test_a_deepcopy_of_a_model_a_trl_trainer_touched_runs_its_own_weights(tiny, 
         original = first.model(ids).logits
     assert not torch.allclose(before, after)  # the clone's forward uses the clone's weights
     assert torch.allclose(before, original)  # and the original is untouched
+
+
+def test_sft_in_place_keeps_the_trainers_own_forward_patch(tiny, tmp_path, scripted_env):
+    """SFT of a trainer's policy in place (the CI learning test's order) must not strip the forward patch the
+    trainer's loss relies on: only a stale patch (closing over another model) is removed."""
+    model, tokenizer = tiny
+    trainer = make_trainer(tiny, tmp_path, scripted_env)
+    from trl import SFTConfig
+
+    from t1train.sft import run_sft
+
+    trajs = oracle_episodes(tokenizer, scripted_env, n=2)
+    run_sft(trainer.model, tokenizer, sft_dataset(trajs * 4),
+            SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=2,
+                      save_strategy="no", report_to="none", bf16=False, disable_tqdm=True))
+    assert "forward" in vars(trainer.model)
+    trainer.train()  # TRL's loss needs its fused-LM-head forward: this raised AttributeError('log_probs') when stripped
+    assert trainer.state.global_step == 1
