@@ -253,8 +253,14 @@ def unpatch_forward(model) -> bool:
 
 
 def _wrapped_forwards(method) -> list:
-    """The bound methods a patched forward closes over (what it calls through to)."""
+    """The bound methods a patched forward closes over (what it calls through to); empty cells are skipped."""
     func = getattr(method, "__func__", method)
-    cells = getattr(func, "__closure__", None) or ()
-    return [c.cell_contents for c in cells
-            if isinstance(getattr(c, "cell_contents", None), type(method)) or hasattr(c.cell_contents, "__self__")]
+    found = []
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a cell not yet bound
+            continue
+        if hasattr(value, "__self__"):
+            found.append(value)
+    return found

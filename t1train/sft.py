@@ -118,12 +118,9 @@ def run_sft(model, tokenizer, dataset, config):
     """Train with TRL's ``SFTTrainer`` on the action tokens; returns the trainer (``trainer.model`` is tuned)."""
     from trl import SFTTrainer
 
-    from t1train.models import unpatch_forward
-
     router_logits = getattr(model.config, "output_router_logits", None)
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)
     trainer.train()
     if router_logits is not None:  # SFTTrainer turns MoE router logits on for its aux loss; sampling needs them off
         model.config.output_router_logits = router_logits
-    unpatch_forward(trainer.model)  # a deepcopy of the tuned model must run its own weights (see unpatch_forward)
     return trainer
