@@ -14,7 +14,7 @@ and ``docs/learning_curve.json``, and prints the table.
 
 Usage::
 
-    python bench/learning_curve.py [--steps 40] [--seeds 0 1] [--variants ppo-warm ppo grpo]
+    python bench/learning_curve.py [--steps 60] [--seeds 0 1] [--variants ppo-warm ppo grpo] [--resume]
 """
 
 from __future__ import annotations
@@ -69,35 +69,48 @@ def run_variant(name: str, sft_steps: int, steps: int, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="SFT + RL learning curves on a held-out touch instance")
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--variants", nargs="+", default=list(recipe.VARIANTS), choices=list(recipe.VARIANTS))
     parser.add_argument("--sft-steps", type=int, default=80)
     parser.add_argument("--out", default=str(ROOT / "docs"))
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in OUT/learning_curve.json (same steps) and run only the missing ones")
     args = parser.parse_args()
+    out = Path(args.out)
+    saved = out / "learning_curve.json"
     torch.set_num_threads(1)
 
     from t1train.models import tiny_moe
     from t1train.trainer import T1Trainer
 
-    model, tokenizer = tiny_moe()
-    probe = T1Trainer(model.train(), recipe.rl_config(tempfile.mkdtemp(), 1, 0, "grpo"), processing_class=tokenizer)
-    recipe.sft_warm_start(probe.model, tokenizer, args.sft_steps)
-    noise = [held_out_score(probe, 100 + k) for k in range(3)]
+    previous = json.loads(saved.read_text()) if args.resume and saved.exists() else {}
+    if previous.get("steps") == args.steps and previous.get("sft_eval_noise"):
+        noise, runs = previous["sft_eval_noise"], previous["runs"]
+    else:
+        model, tokenizer = tiny_moe()
+        probe = T1Trainer(model.train(), recipe.rl_config(tempfile.mkdtemp(), 1, 0, "grpo"),
+                          processing_class=tokenizer)
+        recipe.sft_warm_start(probe.model, tokenizer, args.sft_steps)
+        noise, runs = [held_out_score(probe, 100 + k) for k in range(3)], []
+        saved.write_text(json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
     print("eval noise of the SFT policy: " + ", ".join(f"{x:.3f}" for x in noise), flush=True)
 
-    runs = []
+    done = {(r["variant"], r["seed"]) for r in runs}
     for seed in args.seeds:
         for name in args.variants:
+            if (name, seed) in done:
+                continue
             run = run_variant(name, args.sft_steps, args.steps, seed)
             runs.append(run)
+            # Saved after every run: a full comparison takes over an hour, and --resume picks up from here.
+            saved.write_text(json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
             tb = run["train_passed"]
             print(f"{name:<9} seed {seed}: held-out {run['before']:.3f} -> {run['after']:.3f}; train batches "
                   f"{statistics.mean(tb[:10]):.2f} -> {statistics.mean(tb[-10:]):.2f} ({run['seconds']:.0f}s)",
                   flush=True)
 
-    out = Path(args.out)
-    (out / "learning_curve.json").write_text(json.dumps({"runs": runs, "sft_eval_noise": noise}, indent=1))
+    runs = [r for r in runs if r["variant"] in args.variants and r["seed"] in args.seeds]
     table = render_table(runs, noise, args)
     (out / "learning_curve.md").write_text(table)
     plot(runs, out / "learning_curve.png")
