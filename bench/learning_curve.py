@@ -1,8 +1,8 @@
 """Learning curves on CPU: SFT warm-start, then PPO with critic warm-start vs PPO without vs GRPO, several seeds.
 
 Recipe (``tests/fixtures/touch_learning.py``, shared with the CI learning test): SFT of the tiny MoE on the oracle
-episodes of 12 ``touch`` instances (in every run, ~20 s, in the CI test's order), then RL on a held-out instance (``touch-red-blue``)
-for ``--steps`` optimizer steps of 16 episodes each, in the real env (bubblewrap sandboxes, pytest verifiers).
+episodes of 12 ``touch`` instances (in every run, ~20 s, in the CI test's order), then RL on a held-out instance
+(``touch-red-blue``) for ``--steps`` optimizer steps of 16 episodes each, in the real env (bubblewrap sandboxes, pytest verifiers).
 Every variant gets the same budget: PPO with warm-start spends its warm-start rollouts on top (reported).
 
 Measured per run: the held-out score (mean passing checks of 64 fresh seeded episodes) before and after RL, and
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=80)
     parser.add_argument("--out", default=str(ROOT / "docs"))
     parser.add_argument("--resume", action="store_true",
-                        help="keep the runs already in OUT/learning_curve.json (same steps) and run only the missing ones")
+                        help="keep the runs in OUT/learning_curve.json (same --steps); run only the missing ones")
     args = parser.parse_args()
     out = Path(args.out)
     saved = out / "learning_curve.json"
