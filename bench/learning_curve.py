@@ -2,7 +2,8 @@
 
 Recipe (``tests/fixtures/touch_learning.py``, shared with the CI learning test): SFT of the tiny MoE on the oracle
 episodes of 12 ``touch`` instances (in every run, ~20 s, in the CI test's order), then RL on a held-out instance
-(``touch-red-blue``) for ``--steps`` optimizer steps of 16 episodes each, in the real env (bubblewrap sandboxes, pytest verifiers).
+(``touch-red-blue``) for ``--steps`` optimizer steps of 16 episodes each, in the real env (bubblewrap sandboxes,
+pytest verifiers).
 Every variant gets the same budget: PPO with warm-start spends its warm-start rollouts on top (reported).
 
 Measured per run: the held-out score (mean passing checks of 64 fresh seeded episodes) before and after RL, and
