@@ -114,36 +114,39 @@ def main() -> None:
     runs = [r for r in runs if r["variant"] in args.variants and r["seed"] in args.seeds]
     table = render_table(runs, noise, args)
     (out / "learning_curve.md").write_text(table)
-    plot(runs, out / "learning_curve.png")
+    plot(runs, noise, out / "learning_curve.png")
     print(table)
 
 
 def render_table(runs, noise, args) -> str:
     lines = ["| variant | seeds | held-out before | after (per seed) | gain (per seed) | train batches, first 10 → "
-             "last 10 | rollouts |",
-             "|---|---|---|---|---|---|---|"]
+             "last 10 | critic EV, first 10 steps | rollouts |",
+             "|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["variant"] for r in runs):
         rs = [r for r in runs if r["variant"] == name]
         gains = [r["after"] - r["before"] for r in rs]
         first = statistics.mean(statistics.mean(r["train_passed"][:10]) for r in rs)
         last = statistics.mean(statistics.mean(r["train_passed"][-10:]) for r in rs)
         rollouts = args.steps + (len(rs[0]["warmup"]) if rs[0]["warmup"] else 0)
+        ev = [statistics.mean(r["explained_variance"][:10]) for r in rs if r["explained_variance"]]
+        ev_cell = f"{statistics.mean(ev):.2f}" if ev else "—"
         afters = ", ".join(f"{r['after']:.2f}" for r in rs)
         per_seed = ", ".join(f"{g:+.2f}" for g in gains)
         lines.append(
             f"| {name} | {len(rs)} | {statistics.mean(r['before'] for r in rs):.2f} | "
             f"{statistics.mean(r['after'] for r in rs):.2f} ({afters}) | "
-            f"**{statistics.mean(gains):+.2f}** ({per_seed}) | {first:.2f} → {last:.2f} | {rollouts} |")
+            f"**{statistics.mean(gains):+.2f}** ({per_seed}) | {first:.2f} → {last:.2f} | {ev_cell} | {rollouts} |")
     spread = statistics.pstdev(noise)
     lines += ["", f"Held-out score: mean passing checks (of 3) over {len(recipe.EVAL_SEEDS)} fresh seeded episodes of "
               f"{recipe.RL_TASK}. Noise of one such score (the SFT policy, {len(noise)} eval sampling seeds): "
               f"{', '.join(f'{x:.3f}' for x in noise)} (std {spread:.3f}).",
               f"Budget per run: {args.steps} optimizer steps, one rollout of 16 episodes each; SFT {args.sft_steps} "
-              "steps on the 12 train instances. `rollouts` counts the critic warm-start's rollouts too."]
+              "steps on the 12 train instances. `rollouts` counts the critic warm-start's rollouts too. Critic EV: the "
+              "explained variance of the critic's values on each fresh batch, before it trains on it (PPO only)."]
     return "\n".join(lines) + "\n"
 
 
-def plot(runs, path: Path) -> None:
+def plot(runs, noise, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,6 +167,8 @@ def plot(runs, path: Path) -> None:
     for i, name in enumerate(names):
         for r in (r for r in runs if r["variant"] == name):
             bx.plot([i - 0.15, i + 0.15], [r["before"], r["after"]], marker="o", color=colors[name], alpha=0.8)
+    bx.axhspan(min(noise), max(noise), color="0.5", alpha=0.2, label="eval noise: one SFT policy, 3 eval seeds")
+    bx.legend(fontsize=7, loc="lower right")
     bx.set_xticks(range(len(names)), names)
     bx.set_ylabel("held-out mean passing checks (max 3)\nbefore → after RL")
     bx.grid(alpha=0.3)
