@@ -29,7 +29,8 @@ Before the first policy update, ``critic_warmup_iterations`` rounds of: roll out
 fit the critic to Monte-Carlo returns (lambda = 1) for ``critic_warmup_epochs`` passes over *every* warm-start
 batch so far (the policy is frozen, so all of them are samples of the same policy and stay valid targets; critic
 steps are cheap next to rollouts). No policy update and no weight sync happen. It stops early once the explained
-variance, measured on each fresh batch *before* fitting it, reaches ``critic_warmup_ev_threshold``. Training then uses ``gae_lambda_actor`` and ``gae_lambda_critic``.
+variance, measured on each fresh batch *before* fitting it, reaches ``critic_warmup_ev_threshold``. Training then
+uses ``gae_lambda_actor`` and ``gae_lambda_critic``.
 
 R3 (rollout routing replay, ``r3: true``)
 ---------------------------------------

@@ -104,8 +104,9 @@ class HFEngine:
         routed_experts_start: list[int] | None = None, seeds: list[int] | None = None,
     ) -> list[Generation]:
         """Sample one continuation per prompt (``seeds``: one sampling seed per prompt). With
-        ``return_routed_experts``, each Generation carries the rows of the sampled tokens and, from ``routed_experts_start[i]`` (a prompt position; default ``len(prompt) - 1``:
-        none), the rows of the prompt positions before the last (see ``Generation.prompt_routed_experts``)."""
+        ``return_routed_experts``, each Generation carries the rows of the sampled tokens and, from
+        ``routed_experts_start[i]`` (a prompt position; default ``len(prompt) - 1``: none), the rows of the prompt
+        positions before the last (see ``Generation.prompt_routed_experts``)."""
         if sampling.stop and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer: pass HFEngine(model, tokenizer)")
         for prompt in prompts:
