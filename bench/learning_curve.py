@@ -25,7 +25,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -45,29 +44,6 @@ def held_out_score(trainer, seed_offset: int = 0) -> float:
         trainer.args.seed = saved
 
 
-def run_variant(name: str, sft_steps: int, steps: int, seed: int) -> dict:
-    """One run exactly as the CI learning test does it: build the trainer, SFT its policy in place, then RL."""
-    from transformers import PrinterCallback
-
-    from t1train.models import tiny_moe
-    from t1train.trainer import T1Trainer
-
-    model, tokenizer = tiny_moe()
-    with tempfile.TemporaryDirectory() as out:
-        trainer = T1Trainer(model.train(), recipe.rl_config(out, steps, seed, name), processing_class=tokenizer)
-        trainer.remove_callback(PrinterCallback)
-        recipe.sft_warm_start(trainer.model, tokenizer, sft_steps)
-        before = held_out_score(trainer)
-        t0 = time.monotonic()
-        trainer.train()
-        elapsed = time.monotonic() - t0
-        after = held_out_score(trainer)
-    batches = [h["t1/passed_mean"] for h in trainer.state.log_history if "t1/passed_mean" in h]
-    ev = [h["critic/explained_variance"] for h in trainer.state.log_history if "critic/explained_variance" in h]
-    return {"variant": name, "seed": seed, "before": before, "after": after, "train_passed": batches,
-            "explained_variance": ev, "seconds": elapsed, "warmup": trainer.critic_warmup_history}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="SFT + RL learning curves on a held-out touch instance")
     parser.add_argument("--steps", type=int, default=60)
@@ -80,6 +56,9 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     saved = out / "learning_curve.json"
+
+    def save() -> None:  # after every run: a full comparison takes over an hour, and --resume picks up from here
+        saved.write_text(json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
     torch.set_num_threads(1)
 
     from t1train.models import tiny_moe
@@ -94,7 +73,7 @@ def main() -> None:
                           processing_class=tokenizer)
         recipe.sft_warm_start(probe.model, tokenizer, args.sft_steps)
         noise, runs = [held_out_score(probe, 100 + k) for k in range(3)], []
-        saved.write_text(json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
+        save()
     print("eval noise of the SFT policy: " + ", ".join(f"{x:.3f}" for x in noise), flush=True)
 
     done = {(r["variant"], r["seed"]) for r in runs}
@@ -102,10 +81,10 @@ def main() -> None:
         for name in args.variants:
             if (name, seed) in done:
                 continue
-            run = run_variant(name, args.sft_steps, args.steps, seed)
+            with tempfile.TemporaryDirectory() as tmp:
+                run = recipe.sft_then_rl(tmp, args.steps, seed, name, args.sft_steps)
             runs.append(run)
-            # Saved after every run: a full comparison takes over an hour, and --resume picks up from here.
-            saved.write_text(json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
+            save()
             tb = run["train_passed"]
             print(f"{name:<9} seed {seed}: held-out {run['before']:.3f} -> {run['after']:.3f}; train batches "
                   f"{statistics.mean(tb[:10]):.2f} -> {statistics.mean(tb[-10:]):.2f} ({run['seconds']:.0f}s)",

@@ -34,27 +34,12 @@ STEPS = 60
 def run_recipe(tmp_path, seed: int) -> dict:
     """SFT then PPO (the recipe), in the real env; held-out scores and the training batches' passing counts."""
     import touch_learning as recipe
-    from transformers import PrinterCallback
 
-    from t1train.models import tiny_moe
-    from t1train.trainer import T1Trainer
-
-    model, tokenizer = tiny_moe()
-    trainer = T1Trainer(model.train(), recipe.rl_config(str(tmp_path / f"rl{seed}"), STEPS, seed=seed),
-                        processing_class=tokenizer)
-    trainer.remove_callback(PrinterCallback)
-    held_out = ([recipe.task_path(recipe.RL_TASK)], recipe.EVAL_SEEDS)
-    random_init = trainer.evaluate_episodes(*held_out)["passed_mean"]
-    recipe.sft_warm_start(trainer.model, tokenizer, output_dir=str(tmp_path / f"sft{seed}"))
-    after_sft = trainer.evaluate_episodes(*held_out)["passed_mean"]
-    trainer.train()
-    after_rl = trainer.evaluate_episodes(*held_out)["passed_mean"]
-    batches = [h["t1/passed_mean"] for h in trainer.state.log_history if "t1/passed_mean" in h]
-    run = {"seed": seed, "random_init": random_init, "after_sft": after_sft, "after_rl": after_rl,
-           "batches_first10": statistics.mean(batches[:10]), "batches_last10": statistics.mean(batches[-10:]),
-           "steps": len(batches), "warmup": trainer.critic_warmup_history}
-    print(f"seed {seed}: held-out passed: random {random_init:.3f}, SFT {after_sft:.3f}, SFT+PPO {after_rl:.3f}; "
-          f"train batches {run['batches_first10']:.2f} -> {run['batches_last10']:.2f}")
+    run = recipe.sft_then_rl(str(tmp_path / f"seed{seed}"), STEPS, seed, score_random_init=True)
+    batches = run["train_passed"]
+    run.update(batches_first10=statistics.mean(batches[:10]), batches_last10=statistics.mean(batches[-10:]))
+    print(f"seed {seed}: held-out passed: random {run['random_init']:.3f}, SFT {run['before']:.3f}, "
+          f"SFT+PPO {run['after']:.3f}; train batches {run['batches_first10']:.2f} -> {run['batches_last10']:.2f}")
     return run
 
 
@@ -71,14 +56,14 @@ def test_sft_then_ppo_raises_the_held_out_score(tmp_path):
     try:
         for seed in (0, 1):
             runs.append(run_recipe(tmp_path, seed))
-            if runs[-1]["after_rl"] - runs[-1]["after_sft"] > MARGIN:
+            if runs[-1]["after"] - runs[-1]["before"] > MARGIN:
                 break
     finally:
         torch.set_num_threads(threads)
 
     for run in runs:  # every run: the untrained model cannot act, SFT can, the critic warm-started
-        assert run["random_init"] == 0.0 and run["after_sft"] > 0.0
-        assert len(run["warmup"]) >= 1 and run["steps"] == STEPS
+        assert run["random_init"] == 0.0 and run["before"] > 0.0
+        assert len(run["warmup"]) >= 1 and len(run["train_passed"]) == STEPS
     best = runs[-1]
-    assert best["after_rl"] - best["after_sft"] > MARGIN, f"PPO did not learn in any seed: {runs}"
+    assert best["after"] - best["before"] > MARGIN, f"PPO did not learn in any seed: {runs}"
     assert best["batches_last10"] > best["batches_first10"]  # and the training batches rise
