@@ -11,16 +11,20 @@ the engine's output, unchanged (loss mask 1, with the sampler's log-probs and, f
 message and the next generation prompt (loss mask 0); see ``t1train/tito.py``. The last turn has no bridge unless
 the episode continued past it (e.g. it was cut by the context limit).
 
-On disk: one JSON object per line (``save_jsonl`` / ``load_jsonl``), the full per-turn record. For training,
-``to_dataset`` flattens each episode into aligned columns (``input_ids``, ``loss_mask``, ``sampler_logprobs``, ...)
-of a ``datasets.Dataset``.
+On disk: one JSON object per line (``save_jsonl`` / ``load_jsonl``), the full per-turn record. Runs write the
+file one finished episode at a time (``t1train.storage.EpisodeLog``), so a killed run keeps what it finished. For
+training, ``to_dataset`` flattens each episode into aligned columns (``input_ids``, ``loss_mask``,
+``sampler_logprobs``, ...) of a ``datasets.Dataset``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from t1train.storage import read_jsonl, write_text_atomic
 
 FORMAT_VERSION = 1
 
@@ -161,16 +165,25 @@ class Trajectory:
 
 
 def save_jsonl(trajectories: list[Trajectory], path: str | Path, append: bool = False) -> None:
+    """Write trajectories as JSONL. A new file replaces the old one atomically (a crash leaves the old file or the
+    new one); ``append=True`` adds lines and fsyncs them. To write episode by episode while a run goes on, use
+    :class:`t1train.storage.EpisodeLog`."""
+    lines = "".join(json.dumps(traj.to_dict()) + "\n" for traj in trajectories)
+    if not append:
+        write_text_atomic(path, lines)
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a" if append else "w") as f:
-        for traj in trajectories:
-            f.write(json.dumps(traj.to_dict()) + "\n")
+    with path.open("a") as f:
+        f.write(lines)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def load_jsonl(path: str | Path) -> list[Trajectory]:
-    with Path(path).open() as f:
-        return [Trajectory.from_dict(json.loads(line)) for line in f if line.strip()]
+    """Read a JSONL file of trajectories. A torn last line (its writer was killed mid-line) is skipped with a
+    warning; damage anywhere else is an error naming the line."""
+    return [Trajectory.from_dict(record) for record in read_jsonl(path)]
 
 
 def training_record(traj: Trajectory) -> dict:

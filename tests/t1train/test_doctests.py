@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["t1train.models", "t1train.tito", "t1train.actions", "t1train.engines.hf"])
+@pytest.mark.parametrize("module", ["t1train.models", "t1train.tito", "t1train.actions", "t1train.engines.hf",
+                                    "t1train.storage"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
