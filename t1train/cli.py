@@ -44,20 +44,9 @@ def build_engine(cfg):
     return engine, tokenizer
 
 
-def make_env_factory(env_cfg):
-    import gymnasium as gym
-
-    import t1env  # noqa: F401  (registers T1Terminal-v0)
-
-    def make_env(task: str):
-        return gym.make("T1Terminal-v0", task=task, backend=env_cfg.backend, **env_cfg.kwargs)
-
-    return make_env
-
-
 def cmd_rollout(args) -> int:
     from t1train.config import load_rollout_config
-    from t1train.rollout import EpisodeSpec, RolloutRunner, rollout_metrics
+    from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory, rollout_metrics
     from t1train.trajectory import save_jsonl
 
     cfg = load_rollout_config(args.config)
@@ -68,7 +57,8 @@ def cmd_rollout(args) -> int:
     if cfg.sampling.seed is None:
         cfg.sampling.seed = cfg.seed
     engine, tokenizer = build_engine(cfg.engine)
-    runner = RolloutRunner(engine, tokenizer, make_env_factory(cfg.env), cfg.sampling, cfg.rollout)
+    runner = RolloutRunner(engine, tokenizer, make_env_factory(cfg.env.backend, **cfg.env.kwargs),
+                           cfg.sampling, cfg.rollout)
     tasks = cfg.env.tasks
     specs = [EpisodeSpec(tasks[i % len(tasks)], cfg.seed + i) for i in range(cfg.episodes)]
     t0 = time.monotonic()
@@ -126,9 +116,8 @@ def run_sft_section(cfg, targs, model, tokenizer):
     """SFT warm-start as the config's ``sft:`` section says; returns the tuned model."""
     from trl import SFTConfig
 
-    from t1train.rollout import RolloutConfig
+    from t1train.rollout import RolloutConfig, make_env_factory
     from t1train.sft import oracle_trajectories, run_sft, sft_dataset
-    from t1train.trainer import make_env_factory
 
     section = cfg.sft
     make_env = make_env_factory(targs.env_backend, **targs.env_kwargs)

@@ -23,7 +23,7 @@ batched into one ``engine.generate`` call; while it runs, other episodes' comman
 episodes that are ready.
 
 Example:
-    See ``docs/training.md``; ``t1train rollout --config configs/rollout-tiny.yaml`` runs this end to end.
+    See ``docs/training.md``; ``t1train rollout --config t1train/configs/rollout-tiny.yaml`` runs this end to end.
 """
 
 from __future__ import annotations
@@ -88,6 +88,26 @@ class EpisodeSpec:
     seed: int | None = None
 
 
+def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None,
+                     **kwargs: Any) -> Callable[[str], Any]:
+    """``make_env(task) -> T1Terminal-v0`` env, as the runner (``t1train rollout``, the trainer, SFT) makes them.
+
+    ``task`` is a task id or a path to a task package; ``kwargs`` go to ``gym.make`` (``reward_mode``,
+    ``max_turns``, ...). Each env plays one episode and is closed, so ``prestart`` is off unless asked for: a
+    prestarted spare sandbox would never be used.
+    """
+    import gymnasium as gym
+
+    import t1env  # noqa: F401  (registers T1Terminal-v0)
+
+    kwargs.setdefault("prestart", False)
+
+    def make_env(task: str):
+        return gym.make("T1Terminal-v0", task=task, backend=backend, task_dirs=task_dirs, **kwargs)
+
+    return make_env
+
+
 def format_observation(obs: str, info: dict, max_chars: int) -> str:
     """The observation message: the command's output, then ``[exit code: N]`` (and a note on timeouts)."""
     text = obs if isinstance(obs, str) else str(obs)
@@ -116,6 +136,7 @@ class _Episode:
     pending_turn: Turn | None = None
     pending_generation: Generation | None = None
     submitted_for_agent: bool = False
+    closed: bool = False
 
 
 class RolloutRunner:
@@ -159,12 +180,20 @@ class RolloutRunner:
 
     @staticmethod
     def _close(ep: _Episode) -> None:
-        if ep.env is not None:
+        if ep.env is not None and not ep.closed:
             ep.env.close()
+            ep.closed = True
 
     # ---------------------------------------------------------------- main loop
-    def run(self, episodes: list[EpisodeSpec]) -> list[Trajectory]:
-        """Run all episodes; return their trajectories in the order given."""
+    def run(self, episodes: list[EpisodeSpec],
+            on_episode: Callable[[int, Trajectory], None] | None = None) -> list[Trajectory]:
+        """Run all episodes; return their trajectories in the order given.
+
+        ``on_episode(index, trajectory)`` is called (in the caller's thread) as soon as each episode has finished,
+        before its sandbox is closed: write it to disk there, and a run that dies later keeps it. However the run
+        ends (an engine error, an exception from ``on_episode``, Ctrl-C), every env it made is closed before
+        ``run`` returns or raises.
+        """
         cfg = self.config
         queue = collections.deque(enumerate(episodes))
         results: dict[int, Trajectory] = {}
@@ -182,6 +211,8 @@ class RolloutRunner:
             results[slot[id(ep)]] = ep.traj
             futures[pool.submit(self._close, ep)] = ("close", ep)
             active -= 1
+            if on_episode is not None:
+                on_episode(slot[id(ep)], ep.traj)
 
         try:
             while queue or futures or ready:
@@ -231,16 +262,17 @@ class RolloutRunner:
                     elif kind == "step" and self._on_step(ep, fut.result(), futures, pool, ready):
                         finish(ep)
         finally:
-            for fut in list(futures):
-                fut.cancel()
+            # stopped by an error: drop the work not yet started, but let queued closes run (a cancelled close
+            # would leak a finished episode's sandbox), then close whatever is still open
+            for fut, (kind, _) in list(futures.items()):
+                if kind != "close":
+                    fut.cancel()
             pool.shutdown(wait=True)
-            if len(results) < len(episodes):  # stopped by an error: leave no sandbox behind
-                for ep in started:
-                    if ep.traj is None or slot[id(ep)] not in results:
-                        try:
-                            self._close(ep)
-                        except Exception:  # noqa: BLE001 - best effort while unwinding
-                            pass
+            for ep in started:
+                try:
+                    self._close(ep)  # a no-op for the envs already closed
+                except Exception:  # noqa: BLE001 - best effort while unwinding
+                    pass
         return [results[i] for i in range(len(episodes))]
 
     # ---------------------------------------------------------------- bookkeeping (main thread)

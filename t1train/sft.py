@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from t1train.engines.base import FINISH_STOP, Generation, SamplingParams
-from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
+from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.trajectory import Trajectory
 
 
@@ -83,8 +83,6 @@ class OracleEngine:
 def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env: Callable[[str], Any] | None = None,
                         rollout: RolloutConfig | None = None, require_resolved: bool = True) -> list[Trajectory]:
     """Play every (task, seed) with the task's oracle in the real env; keep the episodes the verifier resolved."""
-    from t1train.trainer import make_env_factory
-
     make_env = make_env or make_env_factory()
     scripts = {}
     for task in tasks:  # the instruction is the env's reset observation

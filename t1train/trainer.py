@@ -61,7 +61,7 @@ from trl.trainer.utils import pad
 
 from t1train import ppo
 from t1train.engines.base import SamplingParams
-from t1train.rollout import DEFAULT_SYSTEM_PROMPT, EpisodeSpec, RolloutConfig, RolloutRunner
+from t1train.rollout import DEFAULT_SYSTEM_PROMPT, EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.tito import loss_region_drift
 from t1train.trajectory import Trajectory
 from t1train.value import ValueModel
@@ -185,20 +185,6 @@ def episode_dataset(tasks: list[str], seeds: list[int]):
 def passing_checks(trajectory, **kwargs) -> list[float]:
     """The env's reward for each episode: with t1's default ``reward_mode="count"``, the number of passing checks."""
     return [float(t.reward) for t in trajectory]
-
-
-def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None, **kwargs) -> Callable[[str], Any]:
-    """``make_env(task) -> T1Terminal-v0`` env; ``task`` is a task id or a path to a task package."""
-    import gymnasium as gym
-
-    import t1env  # noqa: F401  (registers T1Terminal-v0)
-
-    kwargs.setdefault("prestart", False)  # one env per episode: a spare sandbox would never be used
-
-    def make_env(task: str):
-        return gym.make("T1Terminal-v0", task=task, backend=backend, task_dirs=task_dirs, **kwargs)
-
-    return make_env
 
 
 # ================================================================================================ trainer

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -19,6 +21,32 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_bwrap: uses the local bubblewrap sandbox")
+
+
+def _sandbox_children() -> int:
+    """Processes of this test process's local sandboxes: its ``bwrap`` and ``nsenter`` (shell) children."""
+    me, n = os.getpid(), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        comm, rest = text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
+        if int(rest[1]) == me and comm in ("bwrap", "nsenter"):
+            n += 1
+    return n
+
+
+@pytest.fixture
+def live_sandboxes(tmp_path, monkeypatch):
+    """``live_sandboxes() -> (processes, episode folders)`` of the local sandboxes this test has running.
+
+    Episode folders (``t1-sbx-*``) are made in a temp folder of this test's own, so sandboxes of other test runs
+    on the machine are not counted."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return lambda: (_sandbox_children(), len(list(root.glob("t1-sbx-*"))))
 
 
 @pytest.fixture

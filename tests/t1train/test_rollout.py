@@ -216,3 +216,90 @@ def test_actions_step_the_env_and_submit_collects_the_reward(tiny, tiny_engine):
     assert [t.reward for t in traj.turns] == [0.0, 0.0, 0.0, 2.0]
     assert traj.turns[-1].bridge_ids == [] and loss_region_drift(traj) == 0
     assert tok.decode(traj.token_ids()).endswith("SUBMIT<|im_end|>")
+
+
+class FailsOnCall:
+    """A real engine that raises ``EngineError`` on its ``n``-th generate call (as an SGLang server that dies)."""
+
+    def __init__(self, engine, n):
+        self.engine, self.n, self.calls = engine, n, 0
+        self.max_concurrency = engine.max_concurrency
+
+    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
+        from t1train.engines.base import EngineError
+
+        self.calls += 1
+        if self.calls >= self.n:
+            raise EngineError("the server went away")
+        return self.engine.generate(prompts, sampling, return_routed_experts, **kwargs)
+
+
+def test_engine_error_after_finished_episodes_closes_every_env(tiny, tiny_engine):
+    """Finished episodes' envs are closed too (the loop used to cancel their queued close and skip them)."""
+    from t1train.engines.base import EngineError
+
+    _, tok = tiny
+    envs, finished = [], []
+
+    def make_env(task):
+        envs.append(ScriptedEnv(task))
+        return envs[-1]
+
+    cfg = RolloutConfig(system_prompt="x", max_turns=1, concurrency=2)  # one turn, then the loop submits
+    runner = RolloutRunner(FailsOnCall(tiny_engine, 3), tok, make_env, SamplingParams(max_new_tokens=4), cfg)
+    with pytest.raises(EngineError, match="went away"):
+        runner.run([EpisodeSpec(f"t{i}", i) for i in range(8)], on_episode=lambda i, t: finished.append(i))
+    assert finished and len(finished) < 8  # some episodes had finished when the engine failed
+    assert envs and all(env.closed for env in envs)
+
+
+def test_on_episode_gets_each_episode_as_it_finishes(tiny, tiny_engine):
+    _, tok = tiny
+    seen = []
+    cfg = RolloutConfig(system_prompt="x", max_turns=2, concurrency=2)
+    runner = RolloutRunner(tiny_engine, tok, lambda t: ScriptedEnv(t), SamplingParams(max_new_tokens=4), cfg)
+    trajs = runner.run([EpisodeSpec(f"t{i}", i) for i in range(4)],
+                       on_episode=lambda i, t: seen.append((i, t.task_id, t.termination)))
+    assert sorted(seen) == [(i, f"t{i}", "max_turns") for i in range(4)]
+    assert [t.task_id for t in trajs] == ["t0", "t1", "t2", "t3"]
+
+
+def test_an_error_in_on_episode_stops_the_run_and_closes_every_env(tiny, tiny_engine):
+    _, tok = tiny
+    envs = []
+
+    def make_env(task):
+        envs.append(ScriptedEnv(task))
+        return envs[-1]
+
+    def disk_full(index, traj):
+        raise OSError(28, "No space left on device")
+
+    runner = RolloutRunner(tiny_engine, tok, make_env, SamplingParams(max_new_tokens=4),
+                           RolloutConfig(system_prompt="x", max_turns=1, concurrency=3))
+    with pytest.raises(OSError, match="No space"):
+        runner.run([EpisodeSpec(f"t{i}", i) for i in range(6)], on_episode=disk_full)
+    assert envs and all(env.closed for env in envs)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the real t1 env")
+def test_engine_error_leaves_no_sandbox_behind(tiny, tiny_engine, live_sandboxes):
+    """Real envs from the one env factory: after an engine error no sandbox process or episode folder is left."""
+    from t1train.engines.base import EngineError
+    from t1train.rollout import make_env_factory
+
+    _, tok = tiny
+    before = live_sandboxes()
+    started = []
+    factory = make_env_factory()
+
+    def make_env(task):
+        started.append(factory(task))
+        return started[-1]
+
+    cfg = RolloutConfig(system_prompt="x", max_turns=1, concurrency=2)
+    runner = RolloutRunner(FailsOnCall(tiny_engine, 3), tok, make_env, SamplingParams(max_new_tokens=4), cfg)
+    with pytest.raises(EngineError):
+        runner.run([EpisodeSpec("hello-file", i) for i in range(6)])
+    assert len(started) >= 2 and live_sandboxes() == before
+    assert all(env.unwrapped.prestart is False for env in started)  # no spare sandbox per episode
