@@ -9,7 +9,11 @@ call, and calls ``get_reward()`` once the rollout is complete. Here:
 * ``bash(command)`` runs a command in the sandbox and returns its output and exit code;
 * ``submit()`` ends the episode and runs the verifier;
 * ``get_reward()`` runs the verifier if the model never submitted, and returns the reward (by
-  default the number of passing checks), then frees the sandbox.
+  default the number of passing checks); the sandbox is stopped as soon as the episode ends.
+
+Each instance holds at most one sandbox, only while its episode runs: ``prestart`` is off (TRL makes
+one instance per rollout, so a prestarted spare would never be used). ``close()`` frees whatever is
+left (safe to call twice); call it when an instance is dropped mid-episode.
 
 Example:
     >>> from trl import GRPOConfig, GRPOTrainer                           # doctest: +SKIP
@@ -28,9 +32,11 @@ from t1env.env import TerminalEnv
 
 
 class TerminalToolEnv:
-    """One t1 episode per TRL rollout. Keyword arguments go to :class:`~t1env.env.TerminalEnv`."""
+    """One t1 episode per TRL rollout. Keyword arguments go to :class:`~t1env.env.TerminalEnv`
+    (``prestart`` defaults to False here)."""
 
     def __init__(self, **env_kwargs: Any):
+        env_kwargs.setdefault("prestart", False)
         self._env = TerminalEnv(**env_kwargs)
         self._reward: float | None = None
         self._active = False
@@ -86,12 +92,21 @@ class TerminalToolEnv:
             self.submit()
         return float(self._reward or 0.0)
 
+    def _close(self) -> None:
+        """Stop the sandbox, if one is still running. Idempotent."""
+        self._active = False
+        self._env.close()
+
+    # A property, not a method: TRL offers every public method of the class to the model as a tool, and closing
+    # the sandbox is not the model's to call. ``env.close()`` works as usual.
+    close = property(lambda self: self._close, doc="``close()``: stop the sandbox, if one is running. Idempotent.")
+
     def _end(self, reward: float) -> None:
         self._reward = float(reward)
         self._active = False
 
     def __del__(self):
         try:
-            self._env.close()
+            self._close()
         except Exception:
             pass

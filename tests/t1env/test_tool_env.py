@@ -36,3 +36,35 @@ def test_reward_without_submit_runs_the_verifier():
     env.reset()
     env.bash("mkdir -m 750 /app/greetings")
     assert 0 < env.get_reward() < 1
+
+
+def test_an_episode_holds_one_sandbox_and_frees_it_when_it_ends(live_sandboxes):
+    before = live_sandboxes()
+    env = TerminalToolEnv()
+    env.reset(task="hello-file")
+    running = live_sandboxes()
+    assert running[1] == before[1] + 1 and running[0] > before[0]  # one sandbox: no prestarted spare
+    env.bash("true")
+    env.get_reward()
+    assert live_sandboxes() == before  # the episode is over: its sandbox is gone, nothing waits for the next one
+    env.reset(task="hello-file")  # TRL reuses instances: reset, episode, reward, reset...
+    assert live_sandboxes()[1] == before[1] + 1
+    env.close()
+    env.close()  # idempotent
+    assert live_sandboxes() == before
+
+
+def test_close_frees_the_sandbox_of_an_unfinished_episode(live_sandboxes):
+    before = live_sandboxes()
+    env = TerminalToolEnv(task="hello-file")
+    env.reset()
+    env.bash("sleep 1000 &")
+    env.close()
+    assert live_sandboxes() == before
+    assert "over" in env.bash("ls")
+
+
+def test_close_is_not_offered_to_the_model_as_a_tool():
+    # TRL lists the class's public functions as tools; close must work but stay off that list
+    assert "close" not in [n for n, _ in inspect.getmembers(TerminalToolEnv, predicate=inspect.isfunction)]
+    assert callable(TerminalToolEnv(task="hello-file").close)
