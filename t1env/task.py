@@ -77,6 +77,18 @@ class Environment(_Strict):
         return v
 
 
+class Verifier(_Strict):
+    mode: Literal["separate", "shared"] = Field(
+        "separate",
+        description=(
+            "How the checks run beside what the agent left. 'separate' (the default, the safe one): every process of "
+            "the agent is ended first and the checks see only its files. 'shared': the agent's processes keep running "
+            "(for checks that talk to a service or inspect a process the agent started); they are frozen while the "
+            "verifier starts and cannot reach its files, process or report, but they run while the checks do."
+        ),
+    )
+
+
 class TaskSpec(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)
     title: str = Field(min_length=1)
@@ -86,6 +98,7 @@ class TaskSpec(_Strict):
     author: str | None = None
     limits: Limits = Limits()
     environment: Environment = Environment()
+    verifier: Verifier = Verifier()
 
 
 @dataclass(frozen=True)

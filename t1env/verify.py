@@ -1,9 +1,20 @@
-"""The verifier: run a task's pytest checks inside the sandbox and turn them into a reward.
+"""The verifier: run a task's pytest checks against what the agent left and turn them into a reward.
 
-After the episode, the task's ``tests/`` are copied into the sandbox (they were never there
-before), together with t1's verifier runtime (``verifiers/run_checks.py``) and a zip of the pytest
-that t1 itself runs on — so verification needs neither network nor pytest in the sandbox, only a
-``python3``. Each collected test is one check.
+After the episode, the task's ``tests/`` and t1's verifier runtime (``verifiers/run_checks.py`` and
+a zip of the pytest t1 itself runs on) are made visible to the sandbox read-only — they were
+never there before — and run by an isolated ``python3``: verification needs neither network nor
+pytest in the sandbox. Each test function in ``tests/`` is one check (a parametrized function is
+one check that passes when all its cases pass).
+
+Integrity (the agent is an adversary with root in its sandbox; see ``docs/sandbox.md``):
+
+* the list of checks and the total come from the task package on the host, never from the
+  sandbox; results for names the package does not declare, duplicates and malformed report lines
+  are ignored and recorded in ``info["tamper"]``;
+* the backend runs the verifier out of the agent's reach (:meth:`Sandbox.run_verifier`): in the
+  default ``separate`` mode no agent process is alive any more; in ``shared`` mode (``[verifier]
+  mode = "shared"`` in task.toml, for checks that talk to a service the agent started) the
+  agent's processes are frozen until the verifier has made itself unreachable.
 
 Failures of the verifier itself never raise: a timeout or crash fails the checks that had not
 finished, with the reason in :attr:`CheckResult.message` and :attr:`VerifyResult.error`.
@@ -17,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import py_compile
 import secrets
+import tempfile
 import time
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -26,7 +39,7 @@ from typing import Literal
 
 from t1env.resources import data_dir
 from t1env.sandbox.base import Sandbox, SandboxError
-from t1env.task import Task
+from t1env.task import Task, TaskError
 
 RewardMode = Literal["count", "fraction", "binary"]
 REWARD_MODES: tuple[str, ...] = ("count", "fraction", "binary")
@@ -50,6 +63,9 @@ class VerifyResult:
     duration: float
     error: str | None = None
     log: str = field(default="", repr=False)
+    tamper: list[dict] = field(default_factory=list)
+    isolation: str = "none"
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -74,6 +90,9 @@ class VerifyResult:
             "resolved": self.resolved,
             "verifier_error": self.error,
             "verify_duration": self.duration,
+            "tamper": list(self.tamper),
+            "verifier_isolation": self.isolation,
+            "verifier_notes": list(self.notes),
         }
 
 
@@ -102,7 +121,7 @@ def runtime_bundle() -> Path:
     import pytest
 
     runner = data_dir("verifiers") / "run_checks.py"
-    key = hashlib.sha256(runner.read_bytes() + pytest.__version__.encode() + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
+    key = hashlib.sha256(b"layout-2" + runner.read_bytes() + pytest.__version__.encode() + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
     out = Path.home() / ".cache" / "t1" / f"verifier-{key}"
     if not (out / "pytest.zip").is_file():
         tmp = out.with_name(out.name + f".tmp{secrets.token_hex(4)}")
@@ -121,6 +140,7 @@ def runtime_bundle() -> Path:
                     _add_module(z, Path(spec.origin), Path(spec.origin).name)
         (tmp / "run_checks.py").write_bytes(runner.read_bytes())
         (tmp / "pytest.ini").write_text("[pytest]\n")
+        (tmp / "tests").mkdir()  # the mount point of the task's tests
         try:
             tmp.rename(out)
         except OSError:  # another process won the race
@@ -137,11 +157,12 @@ def _add_module(z: zipfile.ZipFile, path: Path, arcname: str) -> None:
     another minor version ignores the bytecode and compiles from source."""
     z.write(path, arcname)
     if path.suffix == ".py":
-        import importlib._bootstrap_external as bx
-
-        src = path.read_bytes()
-        code = compile(src, arcname, "exec", dont_inherit=True)
-        z.writestr(arcname + "c", bx._code_to_hash_pyc(code, importlib.util.source_hash(src), checked=False))
+        with tempfile.TemporaryDirectory() as tmp:
+            pyc = py_compile.compile(
+                str(path), cfile=f"{tmp}/m.pyc", dfile=arcname, doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+            z.writestr(arcname + "c", Path(pyc).read_bytes())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,74 +171,163 @@ def _add_module(z: zipfile.ZipFile, path: Path, arcname: str) -> None:
 
 
 def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> VerifyResult:
-    """Copy the task's tests into ``sandbox``, run them, and return per-check results. Never raises."""
+    """Run the task's checks against what the agent left in ``sandbox``; per-check results. Never raises.
+
+    The list of checks and the total come from the task package on the host
+    (:meth:`Task.declared_checks`), never from the sandbox: a result for a name the package does
+    not declare is ignored and recorded as a tamper event. In ``separate`` mode (the task's
+    ``[verifier] mode``, the default) the sandbox's agent processes are ended first.
+    """
     t0 = time.monotonic()
     timeout = timeout if timeout is not None else task.spec.limits.verifier_timeout
-    declared = task.declared_checks()
-    base = f"/tmp/.t1-verify-{secrets.token_hex(6)}"
-    report_path = f"{base}/report.jsonl"
     try:
-        bundle = runtime_bundle()
-        sandbox.put_tree(bundle, base)
-        sandbox.put_tree(task.tests_dir, f"{base}/tests")
-        r = sandbox.exec(
-            ["python3", "-B", f"{base}/run_checks.py", "--report", report_path, "--pytest-zip", f"{base}/pytest.zip", f"{base}/tests"],
-            timeout=timeout,
-            env={"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        )
+        declared = task.declared_checks()
+    except TaskError as e:
+        return VerifyResult([], time.monotonic() - t0, f"verifier could not run: {e}")
+    mode = task.spec.verifier.mode
+    try:
+        run = sandbox.run_verifier(runtime_bundle(), task.tests_dir, timeout, mode)
     except (SandboxError, OSError) as e:
-        reason = f"verifier could not run: {e}"
+        reason = f"verifier could not run: {_one_line(e)}"
         return not_run(declared, reason, reason, time.monotonic() - t0)
-    try:
-        events = [json.loads(line) for line in sandbox.get_file(report_path).decode("utf-8", "replace").splitlines() if line.strip()]
-    except (FileNotFoundError, PermissionError, SandboxError, json.JSONDecodeError):
-        events = []
-    log = (r.stdout + r.stderr).decode("utf-8", "replace")
+    r = run.result
+    events, tamper = read_report(r.stdout)
+    log = r.stderr.decode("utf-8", "replace")[-_LOG_KEEP:]
     error = None
+    ready = next((e for e in events if e.get("event") == "ready"), None)
     if r.timed_out:
         error = f"verifier timed out after {timeout:g}s"
     elif not any(e.get("event") == "finished" for e in events):
         tail = log.strip().splitlines()[-1] if log.strip() else f"exit code {r.exit_code}"
         error = f"verifier crashed: {tail}"
-    try:
-        sandbox.exec(["rm", "-rf", base], timeout=10)
-    except SandboxError:
-        pass
-    return _assemble(events, declared, error, log, t0)
+    notes = list(run.notes)
+    if ready is not None and ready.get("dumpable"):
+        notes.append("the verifier could not make itself non-dumpable (no ctypes in the sandbox's python3)")
+    for hook in (ready or {}).get("hooks", []) if isinstance((ready or {}).get("hooks"), list) else []:
+        tamper.append({"kind": "startup_hook", "detail": f"{str(hook)[:200]} (not loaded by the verifier)"})
+    res = _assemble(events, declared, error, log, t0, tamper)
+    res.isolation, res.notes = run.isolation, notes
+    return res
 
 
-def _assemble(events: list[dict], declared: list[str], error: str | None, log: str, t0: float) -> VerifyResult:
-    collected: list[str] | None = None
+_LOG_KEEP = 64 * 1024
+_MAX_TAMPER = 50
+
+
+def read_report(raw: bytes) -> tuple[list[dict], list[dict]]:
+    """The verifier's report lines, and tamper events for lines that are not well-formed events."""
+    events: list[dict] = []
+    tamper: list[dict] = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:
+            e = None
+        if not _well_formed(e):
+            tamper.append({"kind": "malformed_report", "detail": line[:200]})
+            continue
+        events.append(e)
+    return events, tamper
+
+
+def _well_formed(e) -> bool:
+    if not isinstance(e, dict) or not isinstance(e.get("event"), str):
+        return False
+    kind = e["event"]
+    if kind == "result":
+        return (
+            isinstance(e.get("nodeid"), str)
+            and e.get("when") in ("setup", "call", "teardown")
+            and isinstance(e.get("outcome"), str)
+            and isinstance(e.get("message", ""), str)
+            and isinstance(e.get("duration", 0.0), (int, float))
+        )
+    if kind == "collected":
+        return isinstance(e.get("nodeids"), list) and all(isinstance(n, str) for n in e["nodeids"])
+    if kind == "collect_error":
+        return isinstance(e.get("nodeid"), str) and isinstance(e.get("message"), str)
+    return kind in ("ready", "finished")
+
+
+def check_name(nodeid: str) -> str:
+    """The declared check a pytest node id belongs to: its test function (parameters dropped)."""
+    return nodeid.split("[", 1)[0]
+
+
+def _assemble(events: list[dict], declared: list[str], error: str | None, log: str, t0: float, tamper: list[dict]) -> VerifyResult:
+    known = set(declared)
+    cases: dict[str, list[str]] = {name: [] for name in declared}  # check -> node ids, in order
     phases: dict[str, dict[str, dict]] = {}
     collect_errors: list[str] = []
+
+    def add_case(nodeid: str) -> bool:
+        name = check_name(nodeid)
+        if name not in known:
+            return False
+        if nodeid not in cases[name]:
+            cases[name].append(nodeid)
+        return True
+
     for e in events:
-        kind = e.get("event")
+        kind = e["event"]
         if kind == "collected":
-            collected = list(e["nodeids"])
+            for nodeid in e["nodeids"]:
+                if not add_case(nodeid):
+                    tamper.append({"kind": "undeclared_check", "detail": f"{nodeid[:200]}: collected, not declared by the task package (ignored)"})
         elif kind == "result":
-            phases.setdefault(e["nodeid"], {})[e["when"]] = e
+            nodeid = e["nodeid"]
+            if not add_case(nodeid):
+                tamper.append({"kind": "unknown_check", "detail": f"{nodeid[:200]}: a result for a check the task does not declare (ignored)"})
+            elif e["when"] in phases.get(nodeid, {}):
+                tamper.append({"kind": "duplicate_result", "detail": f"{nodeid[:200]} ({e['when']}): a second result (ignored)"})
+            else:
+                phases.setdefault(nodeid, {})[e["when"]] = e
         elif kind == "collect_error":
-            collect_errors.append(f"{e['nodeid']}: {e['message'].strip().splitlines()[-1] if e['message'].strip() else ''}")
+            msg = e["message"].strip()
+            collect_errors.append(f"{e['nodeid']}: {msg.splitlines()[-1] if msg else ''}")
     if collect_errors and error is None:
         error = "test collection failed: " + "; ".join(collect_errors)
-    names = collected if collected else declared
-    checks = []
-    for name in names:
-        ph = phases.get(name, {})
-        setup, call, teardown = ph.get("setup"), ph.get("call"), ph.get("teardown")
-        duration = sum(p.get("duration", 0.0) for p in ph.values())
-        if setup and setup["outcome"] == "failed":
-            checks.append(CheckResult(name, False, "error", setup["message"], duration))
-        elif setup and setup["outcome"] == "skipped":
-            checks.append(CheckResult(name, False, "skipped", setup.get("message", ""), duration))
-        elif call is None:
-            checks.append(CheckResult(name, False, "not run", error or "check did not run", duration))
-        elif teardown and teardown["outcome"] == "failed":
-            checks.append(CheckResult(name, False, "error", teardown["message"], duration))
-        else:
-            outcome = call["outcome"]
-            checks.append(CheckResult(name, outcome == "passed", outcome, call["message"], duration))
-    return VerifyResult(checks, time.monotonic() - t0, error, log)
+    checks = [_check(name, [_case(n, phases.get(n, {}), error) for n in cases[name]], error) for name in declared]
+    del tamper[_MAX_TAMPER:]
+    return VerifyResult(checks, time.monotonic() - t0, error, log, tamper=tamper)
+
+
+def _case(nodeid: str, ph: dict[str, dict], error: str | None) -> CheckResult:
+    setup, call, teardown = ph.get("setup"), ph.get("call"), ph.get("teardown")
+    duration = sum(float(p.get("duration", 0.0)) for p in ph.values())
+    if setup and setup["outcome"] == "failed":
+        return CheckResult(nodeid, False, "error", setup.get("message", ""), duration)
+    if setup and setup["outcome"] == "skipped":
+        return CheckResult(nodeid, False, "skipped", setup.get("message", ""), duration)
+    if call is None:
+        return CheckResult(nodeid, False, "not run", error or "check did not run", duration)
+    if teardown and teardown["outcome"] == "failed":
+        return CheckResult(nodeid, False, "error", teardown.get("message", ""), duration)
+    outcome = call["outcome"]
+    return CheckResult(nodeid, outcome == "passed", outcome, call.get("message", ""), duration)
+
+
+def _check(name: str, cases: list[CheckResult], error: str | None) -> CheckResult:
+    """One declared check from its cases (several when parametrized): it passes when every case does."""
+    if not cases:
+        return CheckResult(name, False, "not run", error or "check did not run")
+    if len(cases) == 1:
+        c = cases[0]
+        return CheckResult(name, c.passed, c.outcome, c.message, c.duration)
+    failed = [c for c in cases if not c.passed]
+    duration = sum(c.duration for c in cases)
+    if not failed:
+        return CheckResult(name, True, "passed", "", duration)
+    first = failed[0]
+    message = f"{len(failed)} of {len(cases)} cases failed, first {first.name}: {first.message}"
+    return CheckResult(name, False, first.outcome, message[:2000], duration)
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def not_run(names: list[str], message: str, error: str, duration: float = 0.0) -> VerifyResult:

@@ -1,40 +1,83 @@
-"""t1's in-sandbox verifier runtime (copied into the sandbox at verification time; not a package).
+"""t1's in-sandbox verifier runtime (mounted read-only into the sandbox at verification time; not a package).
 
-Runs pytest over a task's tests and streams one JSON object per line to the report file, so that a
-verifier killed half-way still leaves the results it got:
+Runs pytest over a task's tests and streams one JSON object per line on its report channel (the
+stdout it was started with), so that a verifier killed half-way still leaves the results it got:
 
-    {"event": "collected", "nodeids": [...]}          after collection
+    {"event": "ready", "dumpable": false, "hooks": [...]}   before any test code runs
+    {"event": "collected", "nodeids": [...]}                 after collection
     {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ..., "duration": ...}
     {"event": "collect_error", "nodeid": ..., "message": ...}
     {"event": "finished", "exitstatus": N}
 
-Usage: python3 run_checks.py --report FILE --pytest-zip ZIP TESTS_DIR
+Usage: python3 -I -B run_checks.py --pytest-zip ZIP TESTS_DIR
+
+How it keeps the report out of the agent's reach (the host trusts nothing else it prints):
+* It is started with ``-I`` (isolated mode: no user site-packages, no PYTHON* variables, no
+  current directory on ``sys.path``) from a read-only folder the agent cannot write.
+* Its first act is ``prctl(PR_SET_DUMPABLE, 0)``: from then on a process without
+  ``CAP_SYS_PTRACE`` (every agent process) cannot ptrace it or open ``/proc/<pid>/fd|mem|environ``.
+  The host freezes the agent's processes until the ``ready`` line arrives, so no agent process can
+  grab the channel in the instant before.
+* The report goes to a private copy of the original stdout (close-on-exec, so no program the
+  tests start inherits it); file descriptors 1 and 2 then both point at stderr, where pytest's own
+  output and anything a test or the agent's programs print ends up.
+* Plugins installed in the sandbox are not loaded, no conftest.py outside TESTS_DIR is read, and
+  no ini file other than t1's own empty one is used.
 
 Only the standard library and the pytest carried in ZIP are used, so any image with a python3 can
-be verified without network. Plugins installed in the sandbox are not loaded, and no conftest.py
-outside TESTS_DIR is read: the agent cannot change how it is judged.
+be verified without network.
 """
 
 import argparse
+import glob
 import json
 import os
 import sys
 
 
+def no_dump() -> bool:
+    """Make this process non-dumpable; False if that is impossible (no ctypes or no prctl)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
+    except Exception:
+        return False
+
+
+def startup_hooks() -> list:
+    """Python start-up hooks left where a non-isolated interpreter would run them (they do not run here)."""
+    pats = ["/root/.local/lib/python3*/site-packages/*.pth", "/root/.local/lib/python3*/site-packages/usercustomize.py"]
+    pats += ["/root/.local/lib/python3*/site-packages/sitecustomize.py", "/app/sitecustomize.py", "/app/usercustomize.py"]
+    pats += ["/tmp/sitecustomize.py", "/tmp/usercustomize.py"]
+    found = []
+    for p in pats:
+        found.extend(sorted(glob.glob(p)))
+    return found[:50]
+
+
 def main() -> int:
+    dumpable = not no_dump()
+    report_fd = os.dup(1)  # non-inheritable (close-on-exec) by default
+    os.dup2(2, 1)
+    report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
+
+    def emit(obj):
+        report.write(json.dumps(obj) + "\n")
+
+    emit({"event": "ready", "dumpable": dumpable, "hooks": startup_hooks()})
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--report", required=True)
     ap.add_argument("--pytest-zip", required=True)
     ap.add_argument("tests")
     args = ap.parse_args()
     sys.path.insert(0, args.pytest_zip)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    os.environ["PYTHONNOUSERSITE"] = "1"  # Pythons the tests start do not load the agent's user site either
+    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT"):
+        os.environ.pop(var, None)
     import pytest  # noqa: E402  (from the zip)
-
-    report = open(args.report, "a", buffering=1, encoding="utf-8")
-
-    def emit(obj):
-        report.write(json.dumps(obj) + "\n")
 
     def short(longrepr):
         if longrepr is None:
@@ -80,6 +123,7 @@ def main() -> int:
             f"--confcutdir={tests}",
             "-c", os.path.join(tests, "..", "pytest.ini"),
             "--tb=short",
+            "--show-capture=no",
             "-rN",
         ],
         plugins=[Reporter()],

@@ -33,6 +33,18 @@ BASE_ENV: dict[str, str] = {
 }
 
 
+# Where the verifier runtime and the task's tests are visible inside the sandbox at verification time.
+VERIFIER_DIR = "/.t1-verifier"
+# The verifier's environment on top of the sandbox's: no byte-code written, no plugin auto-loading,
+# no user site-packages for any Python the checks start.
+VERIFIER_ENV: dict[str, str] = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONNOUSERSITE": "1"}
+
+
+def verifier_argv(root: str = VERIFIER_DIR) -> list[str]:
+    """The verifier's command line: an isolated (``-I``) Python running t1's runtime from ``root``."""
+    return ["python3", "-I", "-B", f"{root}/run_checks.py", "--pytest-zip", f"{root}/pytest.zip", f"{root}/tests"]
+
+
 class SandboxError(RuntimeError):
     """The sandbox could not be started or used. The message is one line saying what to do."""
 
@@ -76,6 +88,18 @@ class ExecResult:
     stderr: bytes
     timed_out: bool
     duration: float
+
+
+@dataclass
+class VerifierRun:
+    """What :meth:`Sandbox.run_verifier` returns: the run (its stdout is the report channel) and how
+    far it was isolated from the agent: ``separate`` (no agent process alive), ``shared`` (agent
+    processes frozen until the verifier was out of their reach) or ``none`` (a backend that cannot
+    isolate: the verifier ran beside the agent's processes, from files the agent could reach)."""
+
+    result: ExecResult
+    isolation: str
+    notes: list[str] = field(default_factory=list)
 
 
 class Sandbox(ABC):
@@ -133,6 +157,32 @@ class Sandbox(ABC):
         fields = r.stdout.decode(errors="replace").rsplit(")", 1)[-1].split()
         # after the command name: state ppid pgrp session tty_nr tpgid
         return len(fields) > 5 and fields[2] != fields[5] and fields[5] != "-1"
+
+    # -- verification ------------------------------------------------------------------------
+    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate") -> VerifierRun:
+        """Run t1's verifier (``runtime``: run_checks.py, pytest.zip, pytest.ini; ``tests``: the task's
+        tests) against what the agent left, out of the agent's reach, and return its report.
+
+        The contract every isolating backend keeps: the runtime and the tests are visible read-only
+        at :data:`VERIFIER_DIR` (``tests/`` inside it); the interpreter and its libraries are ones
+        the agent could not modify; in ``separate`` mode no agent process is alive when the verifier
+        starts, and in ``shared`` mode the agent's processes are frozen until the verifier has made
+        itself unreachable (its first report line). The verifier's stdout is the report channel.
+
+        This default, for backends that cannot isolate, copies both into the sandbox and runs the
+        verifier beside the agent's processes (``isolation="none"``). The backends t1 ships override it.
+        """
+        import secrets
+
+        base = f"/tmp/.t1-verify-{secrets.token_hex(6)}"
+        self.put_tree(runtime, base)
+        self.put_tree(tests, f"{base}/tests")
+        r = self.exec(verifier_argv(base), timeout=timeout, env=VERIFIER_ENV)
+        try:
+            self.exec(["rm", "-rf", base], timeout=10)
+        except SandboxError:
+            pass
+        return VerifierRun(r, "none", [f"the {self.name} backend runs the verifier beside the agent's processes"])
 
     # -- files -------------------------------------------------------------------------------
     @abstractmethod

@@ -76,7 +76,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
 from t1env.task import Task
 
 DEFAULT_BASE = os.environ.get("T1_DOCKER_BASE", "debian:bookworm-slim")
@@ -510,6 +510,21 @@ class _Helper:
 # ---------------------------------------------------------------------------------------------
 
 
+# Docker's default capabilities that no task needs and an agent could misuse (raw packets for
+# spoofing on the bridge, device nodes, audit records, file capabilities).
+CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
+
+
+def _work_mounts(config: SandboxConfig) -> list:
+    """Anonymous volumes for the folders an agent's work lives in (the workdir, /tmp, /root): the
+    verifier's container mounts them from the agent's (``volumes_from``) and sees the work product
+    on an otherwise pristine image. They are removed with the container (``remove(v=True)``)."""
+    from docker.types import Mount
+
+    targets = dict.fromkeys([config.workdir, "/tmp", "/root"])
+    return [Mount(t, None, type="volume") for t in targets]
+
+
 def _create_kwargs(image: str, config: SandboxConfig, task_id: str | None) -> dict:
     from docker.types import Ulimit
 
@@ -531,6 +546,8 @@ def _create_kwargs(image: str, config: SandboxConfig, task_id: str | None) -> di
         pids_limit=config.pids,
         ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="cpu", soft=config.cpu_seconds, hard=config.cpu_seconds)],
         security_opt=["no-new-privileges"],
+        cap_drop=list(CAP_DROP),
+        mounts=_work_mounts(config),
         log_config={"type": "none"},
         labels={LABEL: "1", LABEL_OWNER: _OWNER, LABEL_IMAGE: image, LABEL_TASK: task_id or ""},
     )
@@ -748,12 +765,12 @@ class _Reaper:
 _reaper = _Reaper()
 
 
-def _remove_container(cid: str) -> None:
+def _remove_container(cid: str, volumes: bool = True) -> None:
+    """Remove a container (and its anonymous volumes); best effort: gc() finds a leftover by its label."""
     try:
-        client().api.remove_container(cid, force=True, v=True)
-    except Exception as e:
-        if "No such container" not in str(e) and "404" not in str(e) and "already in progress" not in str(e):
-            pass  # best effort; gc() finds it later by its label
+        client().api.remove_container(cid, force=True, v=volumes)
+    except Exception:
+        pass
     _live.discard(cid)
 
 
@@ -963,6 +980,12 @@ class DockerSandbox(Sandbox):
         code = r.exit_code if r.exit_code is not None else -1
         timed_out = attempt is wrapped and code == 137 and time.monotonic() - t0 >= timeout * 0.95
         return ExecResult(-9 if timed_out else code, out, err, timed_out, time.monotonic() - t0)
+
+    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate") -> VerifierRun:
+        """In a verifier container of its own on the pristine image: see :mod:`t1env.sandbox.docker_verifier`."""
+        from t1env.sandbox.docker_verifier import run_verifier
+
+        return run_verifier(self, runtime, tests, timeout, mode)
 
     def foreground_busy(self, shell_pid: int) -> bool:
         r = self.exec(["cat", f"/proc/{shell_pid}/stat"], timeout=5)

@@ -38,11 +38,15 @@ def test_partial_credit_per_check(make_task):
     assert res.reward("count") == 1.0
 
 
-def test_parametrized_tests_are_separate_checks(make_task):
-    task = get_task(make_task(tests={"test_p.py": "import pytest\n@pytest.mark.parametrize('x', [1, 2, 3])\ndef test_x(x):\n    assert x != 2\n"}))
+def test_a_parametrized_test_is_one_check_passing_when_all_cases_pass(make_task):
+    src = "import pytest\n@pytest.mark.parametrize('x', [1, 2, 3])\ndef test_x(x):\n    assert x != 2\n\n"
+    src += "@pytest.mark.parametrize('y', [1, 2])\ndef test_y(y):\n    assert y\n"
+    task = get_task(make_task(tests={"test_p.py": src}))
     res = _verify_in_fresh_box(task)
-    assert [c.name for c in res.checks] == ["test_p.py::test_x[1]", "test_p.py::test_x[2]", "test_p.py::test_x[3]"]
-    assert res.passed == 2
+    assert [c.name for c in res.checks] == ["test_p.py::test_x", "test_p.py::test_y"]
+    assert [c.passed for c in res.checks] == [False, True]
+    assert "1 of 3 cases failed, first test_p.py::test_x[2]" in res.checks[0].message
+    assert res.tamper == []
 
 
 def test_verifier_timeout_fails_unfinished_checks_with_reason(make_task):

@@ -1,0 +1,471 @@
+"""Reward integrity: an agent that never does the task attacks the verifier, submits, and gets
+exactly what the no-op agent gets (reward, passed and total).
+
+One test per attack, each on both backends (the Docker runs carry the ``docker`` marker). The
+attacks use only what an agent has: shell commands in its sandbox, as root there, with time to
+prepare. Each one forges what a naive verifier would believe: a report saying every declared check
+(and twenty invented ones) passed, delivered through every channel the attack can reach (the
+report file a verifier might use, stdout, other processes' pipes through ``/proc``). The threat
+model and the mechanisms that stop each attack are in ``docs/sandbox.md``.
+
+Tasks: ``hello-file`` (built in, 5 checks, separate-mode verification),
+``integrity-script`` (fixture: the checks run the agent's own program) and ``integrity-service``
+(fixture: ``[verifier] mode = "shared"``, the agent's service keeps running during the checks).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from t1env.agents import oracle_command
+from t1env.env import TerminalEnv
+from t1env.registry import get_task
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
+TASKS = {"hello-file": "hello-file", "script": str(FIXTURES / "integrity-script"), "service": str(FIXTURES / "integrity-service")}
+
+
+def _docker_ready() -> tuple[bool, str]:
+    try:
+        from t1env.sandbox import docker as D
+    except ImportError:
+        return False, "the docker SDK is not installed"
+    up, why = D.engine_available()
+    if not up:
+        return False, f"no Docker engine: {why}"
+    try:
+        D.client().images.get(D.DEFAULT_BASE)
+    except Exception:
+        return False, f"base image {D.DEFAULT_BASE} missing: run .ci/docker-setup.sh"
+    return True, ""
+
+
+_DOCKER_UP, _DOCKER_WHY = _docker_ready()
+BACKENDS = [
+    pytest.param("local", marks=pytest.mark.needs_bwrap),
+    pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.skipif(not _DOCKER_UP, reason=_DOCKER_WHY)]),
+]
+
+
+# -- playing an episode ---------------------------------------------------------------------------
+
+
+def play(backend: str, task: str, commands: list[str]) -> tuple[float, dict]:
+    env = TerminalEnv(task=TASKS[task], backend=backend, prestart=False)
+    try:
+        env.reset(seed=0)
+        for cmd in commands:
+            _, _, terminated, truncated, info = env.step({"command": cmd, "timeout": 60})
+            assert not (terminated or truncated), info
+        _, reward, terminated, _, info = env.step({"submit": True})
+        assert terminated
+        return reward, info
+    finally:
+        env.close()
+
+
+_noop: dict[tuple[str, str], tuple[float, int, int]] = {}
+
+
+def baseline(backend: str, task: str) -> tuple[float, int, int]:
+    """The no-op agent's (reward, passed, total); first proves the verifier works on this backend:
+    the oracle gets full marks (an attack that only broke the verifier would otherwise look stopped)."""
+    key = (backend, task)
+    if key not in _noop:
+        t = get_task(TASKS[task])
+        r, info = play(backend, task, [oracle_command(t)])
+        assert info["resolved"] and info["verifier_error"] is None, info
+        r, info = play(backend, task, [])
+        _noop[key] = (r, info["passed"], info["total"])
+        assert _noop[key][2] == len(t.declared_checks()) and not info["resolved"]
+    return _noop[key]
+
+
+def assert_no_gain(backend: str, task: str, commands: list[str], verifier_survives: bool = True) -> dict:
+    """Play the attack; its reward, passed and total must equal the no-op agent's on that backend.
+    ``verifier_survives``: the attack must not even disturb the verifier (no verifier error)."""
+    expected = baseline(backend, task)
+    reward, info = play(backend, task, commands)
+    assert (reward, info["passed"], info["total"]) == expected, info["checks"]
+    if verifier_survives:
+        assert info["verifier_error"] is None, info["verifier_error"]
+    return info
+
+
+# -- the forged report ----------------------------------------------------------------------------
+
+
+def forge_py(task: str, exit_after: bool) -> str:
+    """Python source that writes a report claiming every check (and 20 invented ones) passed to
+    every channel it can find, then (``exit_after``) ends the process it runs in with status 0."""
+    names = get_task(TASKS[task]).declared_checks() + [f"test_forged.py::test_{i}" for i in range(20)]
+    return textwrap.dedent(
+        f"""
+        import json as _j, os as _o, sys as _s
+        _names = {names!r}
+        _ev = [{{"event": "ready", "dumpable": False, "hooks": []}}, {{"event": "collected", "nodeids": _names}}]
+        _ev += [{{"event": "result", "nodeid": n, "when": w, "outcome": "passed", "message": "", "duration": 0.0}}
+                for n in _names for w in ("setup", "call", "teardown")]
+        _ev += [{{"event": "finished", "exitstatus": 0}}]
+        _blob = ("\\n".join(_j.dumps(e) for e in _ev) + "\\n").encode()
+        if "--report" in _s.argv:
+            try:
+                open(_s.argv[_s.argv.index("--report") + 1], "ab").write(_blob)
+            except Exception:
+                pass
+        for _fd in range(0, 64):
+            try:
+                _o.write(_fd, _blob)
+            except Exception:
+                pass
+        for _pid in [p for p in _o.listdir("/proc") if p.isdigit()]:
+            try:
+                if b"run_checks" not in open(f"/proc/{{_pid}}/cmdline", "rb").read():
+                    continue
+                for _fd in _o.listdir(f"/proc/{{_pid}}/fd"):
+                    try:
+                        _w = _o.open(f"/proc/{{_pid}}/fd/{{_fd}}", _o.O_WRONLY | _o.O_NONBLOCK)
+                        _o.write(_w, _blob)
+                        _o.close(_w)
+                    except Exception:
+                        pass
+            except Exception:
+                pass
+        if {exit_after!r} and any("run_checks" in a for a in _s.argv):
+            _o._exit(0)
+        """
+    )
+
+
+def write(path: str, text: str, mode: str = "644") -> str:
+    """A shell command that writes ``text`` to ``path`` (parents made; errors ignored: a read-only
+    target is the attack failing, not the test)."""
+    b64 = base64.b64encode(text.encode()).decode()
+    return f"mkdir -p \"$(dirname {path})\" 2>/dev/null; echo {b64} | base64 -d > {path} 2>/dev/null; chmod {mode} {path} 2>/dev/null; true"
+
+
+USER_SITE = "$(python3 -c 'import site; print(site.getusersitepackages())')"
+SYS_SITE = "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
+STDLIB = "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"stdlib\"])')"
+
+
+def bg(script: str) -> str:
+    """Start ``script`` (bash) as a daemon that outlives the shell: setsid, nohup and a double fork."""
+    b64 = base64.b64encode(script.encode()).decode()
+    return f"echo {b64} | base64 -d > /tmp/.d.sh; (setsid nohup bash /tmp/.d.sh >/dev/null 2>&1 </dev/null &) ; sleep 0.3"
+
+
+# -- start-up hooks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_usercustomize_in_user_site_is_not_run(backend):
+    hook = forge_py("hello-file", exit_after=True)
+    info = assert_no_gain(backend, "hello-file", [f'd={USER_SITE}; ' + write("$d/usercustomize.py", hook)])
+    assert any(t["kind"] == "startup_hook" for t in info["tamper"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pth_file_in_user_and_system_site_is_not_run(backend):
+    hook = forge_py("hello-file", exit_after=True)
+    line = "import base64; exec(base64.b64decode(%r))\n" % base64.b64encode(hook.encode()).decode()
+    assert_no_gain(backend, "hello-file", [f'd={USER_SITE}; ' + write("$d/zz-t1.pth", line), f'd={SYS_SITE}; ' + write("$d/zz-t1.pth", line)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sitecustomize_and_python_variables_are_ignored(backend):
+    hook = forge_py("hello-file", exit_after=True)
+    env_lines = "export PYTHONPATH=/app/hook PYTHONSTARTUP=/app/hook/sitecustomize.py PYTHONHOME=/app/hook\n"
+    assert_no_gain(
+        backend,
+        "hello-file",
+        [
+            write("/app/hook/sitecustomize.py", hook),
+            write("/app/sitecustomize.py", hook),
+            write("/tmp/sitecustomize.py", hook),
+            write("/root/.bashrc", env_lines),
+            write("/root/.profile", env_lines),
+            write("/etc/environment", "PYTHONPATH=/app/hook\n"),
+            write("/etc/profile.d/zz-t1.sh", env_lines),
+            env_lines.strip(),
+        ],
+    )
+
+
+# -- background processes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_background_rewriter_of_tests_and_report_is_gone(backend):
+    fake_tests = "def test_forged():\n    pass\n"
+    forge = forge_py("hello-file", exit_after=False)
+    rewriter = textwrap.dedent(
+        f"""
+        cat > /tmp/.forge.py <<'EOF'
+        {textwrap.indent(forge, "        ").strip()}
+        EOF
+        echo {base64.b64encode(fake_tests.encode()).decode()} | base64 -d > /tmp/.fake_test.py
+        while :; do
+          for f in $(find / -xdev \\( -name 'test_*.py' -o -name 'report.jsonl' -o -name run_checks.py \\) 2>/dev/null | grep -v '^/proc'); do
+            case "$f" in
+              *report.jsonl) python3 -c 'import sys; exec(open("/tmp/.forge.py").read())' --report "$f" ;;
+              *run_checks.py) cp /tmp/.forge.py "$f" 2>/dev/null ;;
+              *) cp /tmp/.fake_test.py "$f" 2>/dev/null ;;
+            esac
+          done
+          python3 /tmp/.forge.py >/dev/null 2>&1
+          sleep 0.01
+        done
+        """
+    )
+    assert_no_gain(backend, "hello-file", [bg(rewriter)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_process_table_filled_just_before_submit(backend):
+    fill = "for i in $(seq 400); do (sleep 1000 &) ; done 2>/dev/null; true"
+    assert_no_gain(backend, "hello-file", [fill])
+
+
+# -- replaced binaries and libraries ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python3_replaced_on_path(backend):
+    fake = "#!/bin/sh\nexec /usr/bin/python3.real \"$@\"\n"
+    forge = forge_py("hello-file", exit_after=True)
+    wrapper = "#!/usr/bin/python3 -S\n" + forge
+    commands = [
+        write("/usr/local/bin/python3", wrapper, "755"),
+        write("/root/bin/python3", wrapper, "755"),
+        write("/app/bin/python3", wrapper, "755"),
+        "cp /usr/bin/python3 /usr/bin/python3.real 2>/dev/null; " + write("/usr/bin/python3", fake, "755"),
+        write("/root/.bashrc", "export PATH=/app/bin:/root/bin:$PATH\n"),
+        "export PATH=/app/bin:/root/bin:$PATH",
+    ]
+    assert_no_gain(backend, "hello-file", commands)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ld_so_preload_library(backend):
+    # a constructor that, in any process whose command line names run_checks, forges and exits
+    forge = forge_py("hello-file", exit_after=True)
+    src = textwrap.dedent(
+        """
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <unistd.h>
+        __attribute__((constructor)) static void t1_attack(void) {
+            static char buf[8192];
+            char *args[64] = {"python3", "-S", "/tmp/.forge.py"};
+            int argc = 3;
+            FILE *f = fopen("/proc/self/cmdline", "r");
+            if (!f || getenv("T1_ATTACK_INNER")) return;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            int hit = 0;
+            for (size_t i = 0; i < n && argc < 63; i += strlen(buf + i) + 1) {
+                if (strstr(buf + i, "run_checks")) hit = 1;
+                args[argc++] = buf + i;  /* pass the verifier's own arguments on (e.g. its report path) */
+            }
+            args[argc] = 0;
+            if (hit) {
+                setenv("T1_ATTACK_INNER", "1", 1);
+                execv("/usr/bin/python3", args);
+            }
+        }
+        """
+    )
+    commands = [
+        write("/tmp/.forge.py", forge),
+        write("/tmp/attack.c", src),
+        "gcc -shared -fPIC -o /tmp/libt1attack.so /tmp/attack.c",
+        "echo /tmp/libt1attack.so > /etc/ld.so.preload 2>/dev/null; true",
+        write("/etc/environment", "LD_PRELOAD=/tmp/libt1attack.so\n"),
+        write("/root/.bashrc", "export LD_PRELOAD=/tmp/libt1attack.so\n"),
+    ]
+    assert_no_gain(backend, "hello-file", commands)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stdlib_tampering(backend):
+    forge = forge_py("hello-file", exit_after=True)
+    # prepend the forge to modules every Python imports at start-up or pytest imports early
+    prepend = (
+        f"s={STDLIB}; for m in site.py os.py json/__init__.py argparse.py zipimport.py; do f=$s/$m; "
+        '[ -w "$f" ] && { cat /tmp/.forge.py "$f" > /tmp/.m && cat /tmp/.m > "$f"; }; rm -rf "$(dirname $f)/__pycache__"; done; true'
+    )
+    commands = [write("/tmp/.forge.py", forge), prepend]
+    assert_no_gain(backend, "hello-file", commands)
+
+
+# -- pytest configuration and plugins --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conftest_ini_and_plugin_injection(backend):
+    conftest = textwrap.dedent(
+        """
+        import pytest
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            outcome = yield
+            outcome.get_result().outcome = "passed"
+        """
+    )
+    ini = "[pytest]\naddopts = -p t1attack\n"
+    pyproject = "[tool.pytest.ini_options]\naddopts = '-p t1attack'\n"
+    entry = "[pytest11]\nt1attack = t1attack\n"
+    commands = [write(f"{d}/conftest.py", conftest) for d in ("/app", "/tmp", "/root", "", "/.t1-verifier", "/.t1-verifier/tests")]
+    commands += [write(f"{d}/pytest.ini", ini) for d in ("/app", "", "/tmp")]
+    commands += [write("/app/pyproject.toml", pyproject), write("/app/tox.ini", ini), write("/app/setup.cfg", ini.replace("[pytest]", "[tool:pytest]"))]
+    commands += [f'd={site}; ' + write("$d/t1attack.py", conftest) + "; " + write("$d/t1attack-1.0.dist-info/entry_points.txt", entry)
+                 + "; " + write("$d/t1attack-1.0.dist-info/METADATA", "Name: t1attack\nVersion: 1.0\n") for site in (USER_SITE, SYS_SITE)]
+    commands += [write("/etc/environment", "PYTEST_ADDOPTS=-p t1attack\nPYTEST_PLUGINS=t1attack\n"), "export PYTEST_ADDOPTS='-p t1attack' PYTEST_PLUGINS=t1attack"]
+    assert_no_gain(backend, "hello-file", commands)
+
+
+# -- where t1 writes --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_symlinks_where_t1_writes(backend, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    commands = [
+        f"for i in $(seq 50); do ln -sfn {victim} /tmp/.t1-verify-$(printf %012x $i); done",
+        f"ln -sfn {victim} /tmp/.t1-verify 2>/dev/null; ln -sfn {victim} /.t1-verifier 2>/dev/null; ln -sfn {victim} /app/.t1-verifier; true",
+        f"ln -sfn {victim} /tmp/.t1-setup.sh; ln -sfn /etc /app/etc; true",
+    ]
+    assert_no_gain(backend, "hello-file", commands)
+    assert list(victim.iterdir()) == []
+
+
+# -- the agent's own programs, run by the checks ------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_program_run_by_a_check_cannot_write_the_report(backend):
+    forge = forge_py("script", exit_after=False)
+    script = "#!/bin/sh\npython3 /app/forge.py\necho 41\n"  # forges through every channel, then answers wrong
+    info = assert_no_gain(backend, "script", [write("/app/forge.py", forge), write("/app/answer.sh", script, "755")])
+    assert info["checks"][0]["outcome"] == "failed"  # it did run, and its output was judged, nothing else
+
+
+# -- shared mode: the agent's processes run beside the verifier ----------------------------------------
+
+
+WATCHER = textwrap.dedent(
+    """
+    import ctypes, os, signal, sys, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    forge = open("/tmp/.forge.py").read()
+    mode = sys.argv[1]
+    end = time.time() + 120
+    seen = set()
+    while time.time() < end:
+        for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if b"run_checks" not in cmd or pid == os.getpid():
+                continue
+            if mode == "proc":
+                exec(forge)
+                for fd in range(0, 16):
+                    for path in (f"/proc/{pid}/fd/{fd}",):
+                        try:
+                            w = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                            os.write(w, _blob)
+                            os.close(w)
+                        except OSError:
+                            pass
+                try:
+                    os.environ.update(dict(l.split("=", 1) for l in open(f"/proc/{pid}/environ").read().split("\\0") if "=" in l))
+                except OSError:
+                    pass
+            elif mode == "ptrace" and pid not in seen:
+                seen.add(pid)
+                if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH: hold it stopped and forge meanwhile
+                    exec(forge)
+                    time.sleep(30)
+                try:
+                    with open(f"/proc/{pid}/mem", "r+b") as m:
+                        m.write(b"\\0" * 8)
+                except OSError:
+                    pass
+            elif mode == "signals":
+                for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+                exec(forge)
+        time.sleep(0.001)
+    """
+)
+
+
+def _shared_attack(mode: str) -> list[str]:
+    return [
+        write("/tmp/.forge.py", forge_py("service", exit_after=False)),
+        write("/tmp/.watch.py", WATCHER),
+        bg(f"python3 /tmp/.watch.py {mode}"),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_proc_fd_writes_into_the_verifiers_pipes(backend):
+    assert_no_gain(backend, "service", _shared_attack("proc"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ptrace_and_proc_mem_on_the_verifier(backend):
+    assert_no_gain(backend, "service", _shared_attack("ptrace"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_signals_to_the_verifier(backend):
+    assert_no_gain(backend, "service", _shared_attack("signals"), verifier_survives=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shared_mode_tests_and_runtime_are_read_only(backend):
+    # a service-side daemon that tries to rewrite whatever verifier files it can see while the checks run
+    rewriter = textwrap.dedent(
+        """
+        while :; do
+          for f in /.t1-verifier/tests/*.py /.t1-verifier/run_checks.py /proc/[0-9]*/root/.t1-verifier/tests/*.py; do
+            [ -e "$f" ] && { printf 'def test_service_answers_42():\\n    pass\\n' > "$f"; } 2>/dev/null
+          done
+          sleep 0.005
+        done
+        """
+    )
+    assert_no_gain(backend, "service", [bg(rewriter)])
+
+
+def test_forged_report_names_are_tamper_events_not_checks(make_task):
+    """The host side alone: a report naming undeclared checks, duplicates and garbage changes nothing."""
+    from t1env.verify import _assemble, read_report
+
+    task = get_task(make_task())
+    declared = task.declared_checks()
+    lines = [{"event": "ready", "dumpable": False, "hooks": []}, {"event": "collected", "nodeids": declared + ["test_x.py::test_new"]}]
+    lines += [{"event": "result", "nodeid": declared[0], "when": "call", "outcome": "failed", "message": "no", "duration": 0.1}]
+    lines += [{"event": "result", "nodeid": declared[0], "when": "call", "outcome": "passed", "message": "", "duration": 0.1}]
+    lines += [{"event": "result", "nodeid": "test_x.py::test_new", "when": "call", "outcome": "passed", "message": "", "duration": 0.1}]
+    raw = ("\n".join(json.dumps(x) for x in lines) + "\nnot json\n[1, 2]\n").encode()
+    events, tamper = read_report(raw)
+    res = _assemble(events, declared, None, "", 0.0, tamper)
+    kinds = sorted(t["kind"] for t in res.tamper)
+    assert (res.passed, res.total) == (0, len(declared))
+    assert kinds == ["duplicate_result", "malformed_report", "malformed_report", "undeclared_check", "unknown_check"]
