@@ -12,6 +12,10 @@ Actions (see :class:`t1env.spaces.ShellAction`):
 * ``{"keys": ["python3", "Enter"], "wait": 1.0}`` — type keys, observe the screen;
 * ``{"submit": True}`` — end the episode and be judged.
 
+``timeout`` and ``wait`` are seconds: finite, > 0 and at most the episode's ``agent_timeout``
+(left out or ``None``: the task's command timeout, and 0.5 s). A bad action raises ``ValueError``
+saying what to send instead, before the turn counts.
+
 Example:
     >>> import gymnasium as gym, t1env
     >>> env = gym.make("T1Terminal-v0", task="hello-file")
@@ -24,6 +28,8 @@ Example:
 
 from __future__ import annotations
 
+import numbers
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable
@@ -34,7 +40,7 @@ from t1env.families import get_family, split_seed
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
-from t1env.spaces import ShellAction, TerminalText
+from t1env.spaces import ShellAction, TerminalText, is_seconds
 from t1env.task import Task, TaskError
 from t1env.verify import REWARD_MODES, VerifyResult, not_run, verify
 
@@ -96,8 +102,23 @@ class TerminalEnv(gym.Env[str, Any]):
             raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {reward_mode!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_turns is not None and max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if max_turns is not None and (not _is_int(max_turns) or max_turns < 1):
+            raise ValueError(f"max_turns must be an integer >= 1 (or None: the task's), got {max_turns!r}")
+        for name, value in (("command_timeout", command_timeout), ("agent_timeout", agent_timeout),
+                            ("verifier_timeout", verifier_timeout)):
+            if value is not None and not is_seconds(value):
+                raise ValueError(f"{name} must be a finite number of seconds > 0 (or None: the task's), "
+                                 f"got {value!r}")
+        if not _is_int(max_output_bytes) or max_output_bytes < 1:
+            raise ValueError(f"max_output_bytes must be an integer >= 1, got {max_output_bytes!r}")
+        for name, value in (("verify_on_truncate", verify_on_truncate), ("prestart", prestart)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}")
+        if task is not None and not isinstance(task, (str, os.PathLike)):
+            raise ValueError(f"task= takes one task id or package path, got {type(task).__name__}: "
+                             "for several tasks use tasks=[...]")
+        tasks = _list_of_names("tasks", tasks, f"use task={tasks!r} for one task, or tasks=[{tasks!r}]")
+        task_dirs = _list_of_names("task_dirs", task_dirs, f"use task_dirs=[{task_dirs!r}]")
         if family is not None and (task is not None or tasks is not None):
             raise ValueError("family= goes alone or with split= (to pick the family's train or test seeds), not with task= or tasks=")
         if family is None and sum(x is not None for x in (task, tasks, split)) > 1:
@@ -109,7 +130,7 @@ class TerminalEnv(gym.Env[str, Any]):
             split_seed(split, 0)  # so do unknown splits
             ids = []
         elif task is not None:
-            ids = [task]
+            ids = [str(task)]
         elif tasks is not None:
             ids = list(tasks)
         else:
@@ -252,8 +273,7 @@ class TerminalEnv(gym.Env[str, Any]):
         info["turn"] = self.turn
         try:
             if kind == "command":
-                timeout = float(payload.get("timeout") or self._limit(self._command_timeout, "command_timeout"))
-                r = self.shell.run(payload["command"], timeout=timeout)
+                r = self.shell.run(payload["command"], timeout=payload["timeout"])
                 obs = r.observation
                 info.update(
                     exit_code=r.exit_code,
@@ -265,7 +285,7 @@ class TerminalEnv(gym.Env[str, Any]):
                 self._last = f"$ {payload['command']}\n{obs}"
             else:
                 t0 = time.monotonic()
-                obs = self.shell.send_keys(payload["keys"], wait=float(payload.get("wait", 0.5)))
+                obs = self.shell.send_keys(payload["keys"], wait=payload["wait"])
                 info.update(exit_code=None, duration=time.monotonic() - t0, timed_out=False, output_truncated=False)
                 self._last = obs
         except (SandboxError, OSError) as e:
@@ -306,20 +326,29 @@ class TerminalEnv(gym.Env[str, Any]):
 
     # -- internals ---------------------------------------------------------------------------
     def _parse(self, action: Any) -> tuple[str, dict]:
+        """``(kind, payload)`` with ``timeout``/``wait`` filled in; a bad action raises before the turn counts."""
         if isinstance(action, str):
-            if not action:
-                raise ValueError("action: an empty command string; send a command, {'keys': ...} or {'submit': True}")
-            return "command", {"command": action}
-        if not isinstance(action, dict) or not self.action_space.contains(action):
+            action = {"command": action}
+        problem = self.action_space.problem(action)
+        if problem is not None:
             raise ValueError(
-                f"action: expected a command string, {{'command': str, 'timeout': float}}, "
-                f"{{'keys': str | list[str], 'wait': float}} or {{'submit': True}}; got {action!r:.200}"
+                f"action: {problem}. Send a command string, {{'command': str, 'timeout': seconds}}, "
+                f"{{'keys': str | list[str], 'wait': seconds}} or {{'submit': True}}; got {action!r:.200}"
             )
         if "submit" in action:
             return "submit", {}
+        limit = float(self._limit(self._agent_timeout, "agent_timeout"))
+        name = "wait" if "keys" in action else "timeout"
+        if action.get(name) is not None and action[name] > limit:
+            raise ValueError(f"action: {name} {action[name]:g} s is over this episode's agent time limit "
+                             f"({limit:g} s, agent_timeout); send at most {limit:g}")
         if "keys" in action:
-            return "keys", action
-        return "command", action
+            wait = action.get("wait")
+            return "keys", {"keys": action["keys"], "wait": 0.5 if wait is None else float(wait)}
+        timeout = action.get("timeout")
+        if timeout is None:
+            timeout = self._limit(self._command_timeout, "command_timeout")
+        return "command", {"command": action["command"], "timeout": float(timeout)}
 
     def _fit(self, obs: str) -> str:
         cap = self.observation_space.max_length
@@ -360,3 +389,23 @@ def _stop(shell: ShellSession | None, box: Sandbox | None) -> None:
         shell.close()
     if box is not None:
         box.stop()
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _list_of_names(name: str, value: Any, fix: str) -> list[str] | None:
+    """A list kwarg (``tasks``, ``task_dirs``): a plain string would otherwise become a list of its characters."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, os.PathLike)):
+        raise ValueError(f"{name}= takes a list, got the single value {value!r}: {fix}")
+    try:
+        items = list(value)
+    except TypeError:
+        raise ValueError(f"{name}= takes a list of strings, got {type(value).__name__}") from None
+    bad = [i for i in items if not isinstance(i, (str, os.PathLike))]
+    if bad:
+        raise ValueError(f"{name}= takes a list of strings, got an item {bad[0]!r} ({type(bad[0]).__name__})")
+    return [str(i) for i in items]
