@@ -291,6 +291,17 @@ def _cmd_decontam(args) -> int:
     return 1 if matches else 0
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type: an integer >= 1 (``validate --runs 0`` would pass a task without a single oracle run)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="t1env", description="t1 terminal environments: tasks, sandboxes, verifiers.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -317,8 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier")
     p.add_argument("paths", nargs="*", help="task folders (or ids)")
     p.add_argument("--all", action="store_true", help="every known task and the calibration seeds of every family")
-    p.add_argument("--runs", type=int, default=None, help="oracle runs per task, results must be identical (default 2; 3 with --all)")
-    p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)), help="tasks validated in parallel")
+    p.add_argument("--runs", type=_at_least_one, default=None,
+                   help="oracle runs per task, results must be identical (default 2; 3 with --all)")
+    p.add_argument("--jobs", type=_at_least_one, default=max(1, (os.cpu_count() or 2)),
+                   help="tasks validated in parallel")
     p.add_argument("--backend", choices=BACKENDS, default="local")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_validate)

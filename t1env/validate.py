@@ -52,6 +52,8 @@ def environment_problems(task, backend: str = "local") -> list[str]:
 
 
 def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -> Validation:
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be an integer >= 1 (oracle runs per task), got {runs!r}")
     t0 = time.monotonic()
     v = Validation(task=str(task_ref))
     try:

@@ -139,3 +139,18 @@ def test_validate_flags_empty_folders_that_git_would_drop(capsys, make_task):
     code, out, _ = run_cli(capsys, "validate", str(d), "--json", "--runs", "1")
     [v] = json.loads(out)
     assert code == 1 and any("empty folders are lost by git (environment/inbox)" in p for p in v["problems"])
+
+
+@pytest.mark.parametrize("flag,value", [("--runs", "0"), ("--runs", "-1"), ("--jobs", "0"), ("--runs", "two")])
+def test_validate_refuses_a_count_below_one(capsys, flag, value):
+    with pytest.raises(SystemExit) as exit_:
+        main(["validate", "hello-file", flag, value])
+    assert exit_.value.code == 2
+    assert f"argument {flag}:" in capsys.readouterr().err
+
+
+def test_validate_task_refuses_zero_oracle_runs():
+    from t1env.validate import validate_task
+
+    with pytest.raises(ValueError, match="runs must be an integer >= 1"):
+        validate_task("hello-file", runs=0)
