@@ -38,15 +38,25 @@ def _sandbox_children() -> int:
 
 
 @pytest.fixture
-def live_sandboxes(tmp_path, monkeypatch):
+def sandbox_tmpdir():
+    """A temp folder of this test's own for sandbox episode folders (``TMPDIR`` of a subprocess, or
+    ``tempfile.tempdir``). It sits in the system temp folder and is searchable (0711): a sandbox whose root is
+    an unprivileged host id must be able to walk into its episode folder, which pytest's 0700 ``tmp_path``
+    forbids. Removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="t1-test-"))
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def live_sandboxes(sandbox_tmpdir, monkeypatch):
     """``live_sandboxes() -> (processes, episode folders)`` of the local sandboxes this test has running.
 
-    Episode folders (``t1-sbx-*``) are made in a temp folder of this test's own, so sandboxes of other test runs
-    on the machine are not counted."""
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return lambda: (_sandbox_children(), len(list(root.glob("t1-sbx-*"))))
+    Episode folders (``t1-sbx-*``) are made in ``sandbox_tmpdir``, so sandboxes of other test runs on the machine
+    are not counted."""
+    monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmpdir))
+    return lambda: (_sandbox_children(), len(list(sandbox_tmpdir.glob("t1-sbx-*"))))
 
 
 @pytest.fixture
