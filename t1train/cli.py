@@ -104,7 +104,10 @@ def _train_config(cfg, args):
     if getattr(args, "max_steps", None) is not None:
         overrides["max_steps"] = args.max_steps
     overrides.setdefault("output_dir", cfg.train.get("output_dir", "runs/t1train"))
-    return build_t1_config(cfg.train, **overrides)
+    try:
+        return build_t1_config(cfg.train, **overrides)
+    except ValueError as err:  # name the file on every line
+        raise ValueError("\n".join(f"{args.config}: {line}" for line in str(err).splitlines())) from None
 
 
 def _eval_specs(cfg, targs):
@@ -196,6 +199,17 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="t1train", description="Train and roll out terminal agents.")
     parser.add_argument("--config", help="training YAML file: same as `t1train train --config FILE`")
@@ -203,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="SFT warm-start (optional) then RL: PPO, GRPO or GSPO")
     train.add_argument("--config", required=True, help="training YAML file (see configs/tiny-cpu.yaml)")
     train.add_argument("--output-dir", help="override train.output_dir")
-    train.add_argument("--max-steps", type=int, help="override train.max_steps")
+    train.add_argument("--max-steps", type=_at_least_one, help="override train.max_steps")
     train.add_argument("--skip-sft", action="store_true", help="ignore the sft: section")
     train.add_argument("--resume", nargs="?", const=True, default=None,
                        help="resume from the last checkpoint in output_dir (or from the given checkpoint)")

@@ -1,6 +1,6 @@
-"""Rollout configuration: one YAML file → typed dataclasses, with errors that name the bad key.
+"""Run configuration: one YAML file, checked against typed pydantic models.
 
-Example file (``t1train/configs/rollout-tiny.yaml``)::
+Example rollout file (``t1train/configs/rollout-tiny.yaml``)::
 
     engine:
       kind: hf              # hf (in-process transformers) | sglang (HTTP client)
@@ -13,176 +13,265 @@ Example file (``t1train/configs/rollout-tiny.yaml``)::
     rollout:
       max_turns: 6
     output: runs/rollouts.jsonl
+
+Every value is checked against its field's type, so ``learning_rate: 1e-5`` (which PyYAML reads as a string)
+arrives as the float 1e-05, and ``tasks: foo`` is an error rather than a list of characters. Unknown keys are
+errors. Each problem is one line naming the file and the key, e.g.
+``configs/x.yaml: train.learning_rate: Input should be a valid number, unable to parse string as a number``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import difflib
+import math
+import typing
+from functools import cache
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from t1train.engines.base import SamplingParams
 from t1train.rollout import RolloutConfig
 
-
-@dataclass
-class EngineConfig:
-    kind: str = "hf"
-    """``hf`` (transformers in this process) or ``sglang`` (a running SGLang server)."""
-    model: str = "tiny"
-    """``tiny`` (the built-in tiny MoE) or a local model folder. With ``sglang`` only its tokenizer is loaded."""
-    device: str = "cpu"
-    """Device for ``hf``: ``cpu``, ``cuda``, ``cuda:1``..."""
-    dtype: str = "auto"
-    """Weights dtype for ``hf`` (``auto``, ``float32``, ``bfloat16``)."""
-    max_batch_size: int = 32
-    """``hf``: prompts per forward pass."""
-    url: str = "http://127.0.0.1:30000"
-    """``sglang``: the server's base URL."""
-    max_concurrency: int = 64
-    """``sglang``: requests in flight."""
-    timeout: float = 600.0
-    """``sglang``: seconds per request."""
-
-    def __post_init__(self):
-        if self.kind not in ("hf", "sglang"):
-            raise ValueError(f"engine.kind must be 'hf' or 'sglang', got {self.kind!r}")
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+LearningRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-@dataclass
-class EnvConfig:
-    tasks: list[str] = field(default_factory=lambda: ["hello-file"])
-    """Task ids; episodes cycle through them."""
-    backend: str = "local"
-    """Sandbox backend: ``local`` (bubblewrap) or ``docker``."""
-    kwargs: dict = field(default_factory=dict)
-    """Extra keyword arguments for ``gym.make("T1Terminal-v0", ...)`` (e.g. ``reward_mode``, ``max_turns``)."""
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
 
-@dataclass
-class RolloutRunConfig:
+# ------------------------------------------------------------------------------------------------ rollouts
+class EngineConfig(_Section):
+    """The engine that samples the model's turns."""
+
+    kind: Literal["hf", "sglang"] = Field("hf", description="hf (transformers in this process) or sglang (a running "
+                                                            "SGLang server).")
+    model: str = Field("tiny", description="tiny (the built-in tiny MoE) or a local model folder. With sglang only "
+                                           "its tokenizer is loaded.")
+    device: str = Field("cpu", description="Device for hf: cpu, cuda, cuda:1...")
+    dtype: str = Field("auto", description="Weights dtype for hf (auto, float32, bfloat16).")
+    max_batch_size: int = Field(32, ge=1, description="hf: prompts per forward pass.")
+    url: str = Field("http://127.0.0.1:30000", description="sglang: the server's base URL.")
+    max_concurrency: int = Field(64, ge=1, description="sglang: requests in flight.")
+    timeout: Seconds = Field(600.0, description="sglang: seconds per request.")
+
+
+class EnvConfig(_Section):
+    """Which episodes to run, and how to make their envs."""
+
+    tasks: list[str] = Field(default_factory=lambda: ["hello-file"],
+                             description="Task ids or task package paths; episodes cycle through them.")
+    backend: str = Field("local", description="Sandbox backend: local (bubblewrap) or docker.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description='Extra gym.make("T1Terminal-v0", ...) '
+                                                                     "arguments (reward_mode, max_turns, ...).")
+
+    @field_validator("tasks")
+    @classmethod
+    def _some_tasks(cls, tasks: list[str]) -> list[str]:
+        if not tasks:
+            raise ValueError("is empty: give at least one task id or task package path")
+        return tasks
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, backend: str) -> str:
+        from t1env.sandbox import BACKENDS
+
+        if backend not in BACKENDS:
+            raise ValueError(f"must be one of {list(BACKENDS)}, got {backend!r}")
+        return backend
+
+
+class RolloutRunConfig(_Section):
     """Everything ``t1train rollout`` needs."""
 
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    episodes: int = 4
-    """Number of episodes to run."""
-    seed: int = 0
-    """Episode ``i`` resets with seed ``seed + i``; sampling is seeded from it too."""
-    output: str = "runs/rollouts.jsonl"
-    """Where to write the trajectories (JSONL)."""
-
-
-def _build(cls, data, where: str):
-    if not dataclasses.is_dataclass(cls):
-        return data
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{where or 'config'}: expected a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(f"{where or 'config'}: unknown key(s) {unknown}; known: {sorted(fields)}")
-    kwargs = {}
-    for name, value in data.items():
-        ftype = fields[name].type
-        sub = {"EngineConfig": EngineConfig, "EnvConfig": EnvConfig, "SamplingParams": SamplingParams,
-               "RolloutConfig": RolloutConfig}.get(ftype if isinstance(ftype, str) else getattr(ftype, "__name__", ""))
-        kwargs[name] = _build(sub, value, f"{where}.{name}".lstrip(".")) if sub else value
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{where or 'config'}: {err}") from err
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="The engine.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="The episodes' tasks and env settings.")
+    sampling: SamplingParams = Field(default_factory=SamplingParams,
+                                     description="Sampling of every turn (t1train.engines.base.SamplingParams).")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig,
+                                   description="The agent loop (t1train.rollout.RolloutConfig).")
+    episodes: int = Field(4, ge=1, description="Number of episodes to run.")
+    seed: int = Field(0, description="Episode i resets with seed + i; sampling is seeded from it too.")
+    output: str = Field("runs/rollouts.jsonl", description="Where to write the trajectories (JSONL), one line per "
+                                                           "finished episode.")
 
 
 def load_rollout_config(path: str | Path) -> RolloutRunConfig:
-    """Read a rollout YAML file (see the module docstring)."""
-    import yaml
-
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    return _build(RolloutRunConfig, data, "")
+    """Read a rollout YAML file (see the module docstring); a bad file is a ``ValueError``, one line per problem."""
+    data = _read_yaml(path)
+    try:
+        return RolloutRunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ValueError(_describe(err, RolloutRunConfig, path)) from None
 
 
 # ------------------------------------------------------------------------------------------------ training runs
-@dataclass
-class SFTSection:
+class SFTSection(_Section):
     """The SFT warm-start of a training run (``t1train sft`` / before RL in ``t1train --config``)."""
 
-    tasks: list[str] | None = None
-    """Tasks whose oracle episodes to imitate (default: ``train.tasks``)."""
-    seeds: list[int] = field(default_factory=lambda: [0])
-    """Reset seeds of the oracle episodes."""
-    repeats: int = 1
-    """How many times each oracle episode appears in the dataset."""
-    max_steps: int = 100
-    learning_rate: float = 1e-3
-    per_device_train_batch_size: int = 8
-    output_dir: str | None = None
-    """Where to save the SFT model (default: ``<train.output_dir>/sft``)."""
+    tasks: list[str] | None = Field(None, description="Tasks whose oracle episodes to imitate (default: "
+                                                       "train.tasks).")
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1,
+                             description="Reset seeds of the oracle episodes.")
+    repeats: int = Field(1, ge=1, description="How many times each oracle episode appears in the dataset.")
+    max_steps: int = Field(100, ge=1, description="SFT optimizer steps.")
+    learning_rate: LearningRate = Field(1e-3, description="SFT learning rate.")
+    per_device_train_batch_size: int = Field(8, ge=1, description="Episodes per SFT batch.")
+    output_dir: str | None = Field(None, description="Where to save the SFT model (default: "
+                                                     "<train.output_dir>/sft).")
+
+    @field_validator("tasks")
+    @classmethod
+    def _some_tasks(cls, tasks: list[str] | None) -> list[str] | None:
+        if tasks is not None and not tasks:
+            raise ValueError("is empty: give task ids, or leave the key out to use train.tasks")
+        return tasks
 
 
-@dataclass
-class EvalSection:
+class EvalSection(_Section):
     """Held-out evaluation: before RL, after RL, and by ``t1train eval``."""
 
-    tasks: list[str] = field(default_factory=list)
-    """Tasks to evaluate on (default: ``train.eval_tasks``, else ``train.tasks``)."""
-    seeds: list[int] = field(default_factory=lambda: [1000])
-    """Reset seeds (sampling is seeded from them too)."""
-    episodes_per_task: int = 4
-    temperature: float = 1.0
+    tasks: list[str] = Field(default_factory=list, description="Tasks to evaluate on (default: train.eval_tasks, "
+                                                               "else train.tasks).")
+    seeds: list[int] = Field(default_factory=lambda: [1000], min_length=1,
+                             description="Reset seeds (sampling is seeded from them too).")
+    episodes_per_task: int = Field(4, ge=1, description="Episodes per (task, seed).")
+    temperature: float = Field(1.0, ge=0, allow_inf_nan=False, description="Sampling temperature (0: greedy).")
 
 
-@dataclass
-class TrainRunConfig:
+class TrainRunConfig(_Section):
     """Everything ``t1train --config FILE.yaml`` needs: model, optional SFT warm-start, RL (``T1Config``), eval."""
 
-    model: str = "tiny"
-    """``tiny`` (the built-in tiny MoE) or a local model folder."""
-    torch_threads: int | None = None
-    """CPU threads for torch (1 is fastest for tiny models on a busy machine); None keeps torch's default."""
-    sft: SFTSection | None = None
-    train: dict = field(default_factory=dict)
-    """``T1Config`` fields (TRL's ``GRPOConfig`` plus t1's; see ``t1train/trainer.py``)."""
-    eval: EvalSection = field(default_factory=EvalSection)
+    model: str = Field("tiny", description="tiny (the built-in tiny MoE) or a local model folder.")
+    torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (1 is fastest for tiny models "
+                                                              "on a busy machine); null keeps torch's default.")
+    sft: SFTSection | None = Field(None, description="SFT warm-start on oracle episodes; leave out to skip it.")
+    train: dict[str, Any] = Field(default_factory=dict, description="T1Config fields (TRL's GRPOConfig plus t1's; "
+                                                                    "see t1train/trainer.py), each checked against "
+                                                                    "its type.")
+    eval: EvalSection = Field(default_factory=EvalSection, description="Held-out evaluation.")
 
 
 def load_train_config(path: str | Path) -> TrainRunConfig:
-    """Read a training YAML file (see ``configs/tiny-cpu.yaml``); errors name the bad key."""
-    import yaml
-
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    known = {f.name for f in dataclasses.fields(TrainRunConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{path}: unknown key(s) {unknown}; known: {sorted(known)}")
-    cfg = TrainRunConfig(model=data.get("model", "tiny"), torch_threads=data.get("torch_threads"),
-                         train=dict(data.get("train") or {}))
-    for name, cls in (("sft", SFTSection), ("eval", EvalSection)):
-        if data.get(name) is not None:
-            section = data[name]
-            if not isinstance(section, dict):
-                raise ValueError(f"{path}: {name}: expected a mapping")
-            bad = sorted(set(section) - {f.name for f in dataclasses.fields(cls)})
-            if bad:
-                raise ValueError(f"{path}: {name}: unknown key(s) {bad}; known: "
-                                 f"{sorted(f.name for f in dataclasses.fields(cls))}")
-            setattr(cfg, name, cls(**section))
+    """Read a training YAML file (see ``configs/tiny-cpu.yaml``); a bad file is a ``ValueError``, one line per
+    problem. The ``train:`` values are converted to ``T1Config``'s field types."""
+    data = _read_yaml(path)
+    problems = []
+    try:
+        cfg = TrainRunConfig.model_validate(data)
+    except ValidationError as err:
+        problems.append(_describe(err, TrainRunConfig, path))
+        cfg = None
+    train = data.get("train")
+    if isinstance(train, dict):
+        converted, bad = _check_train(train)
+        problems += [f"{path}: train.{line}" for line in bad]
+        if cfg is not None:
+            cfg.train = converted
+    if problems:
+        raise ValueError("\n".join(problems))
     return cfg
 
 
 def build_t1_config(train: dict, **overrides):
-    """``T1Config`` from the ``train:`` mapping; an unknown field is a ``ValueError`` that names it."""
+    """``T1Config`` from the ``train:`` mapping; an unknown field or a bad value is a ``ValueError`` naming it."""
     from t1train.trainer import T1Config
 
-    fields = {f.name for f in dataclasses.fields(T1Config)}
     data = {**train, **overrides}
-    unknown = sorted(set(data) - fields)
-    if unknown:
-        raise ValueError(f"train: unknown key(s) {unknown}; the fields are T1Config's (t1train/trainer.py)")
-    return T1Config(**data)
+    converted, bad = _check_train(data)
+    if bad:
+        raise ValueError("\n".join(f"train.{line}" for line in bad))
+    try:
+        return T1Config(**converted)
+    except ValueError as err:  # T1Config's own checks (e.g. an unknown algorithm)
+        raise ValueError(f"train: {err}") from None
+
+
+# ------------------------------------------------------------------------------------------------ checking
+def _read_yaml(path: str | Path) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise ValueError(f"{path}: not valid YAML{line}: {getattr(err, 'problem', None) or err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    return data
+
+
+@cache
+def _t1config_types() -> dict[str, Any]:
+    from t1train.trainer import T1Config
+
+    hints = typing.get_type_hints(T1Config)
+    return {f.name: hints[f.name] for f in dataclasses.fields(T1Config) if f.init}
+
+
+def _check_train(train: dict) -> tuple[dict, list[str]]:
+    """Convert each ``train:`` value to its ``T1Config`` field's type: ``(converted, ["key: problem", ...])``."""
+    types = _t1config_types()
+    converted, problems = {}, []
+    for key, value in train.items():
+        if key not in types:
+            problems.append(f"{key}: {_unknown(str(key), list(types))}")
+            continue
+        try:
+            converted[key] = TypeAdapter(types[key]).validate_python(value)
+        except ValidationError as err:
+            problems.append(f"{key}: {_message(err.errors()[0])}")
+            continue
+        if isinstance(converted[key], float) and not math.isfinite(converted[key]):
+            problems.append(f"{key}: must be a finite number, got {value!r}")
+    return converted, problems
+
+
+def _describe(err: ValidationError, root: type, path: str | Path) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            msg = _unknown(str(e["loc"][-1]), _known_keys(root, e["loc"][:-1]))
+        else:
+            msg = _message(e)
+        lines.append(f"{path}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def _message(e: dict) -> str:
+    msg = e["msg"]
+    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+
+
+def _unknown(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    listing = (f" (known: {', '.join(known)})" if len(known) <= 20
+               else " (see the T1Config fields in t1train/trainer.py)")
+    return f"unknown key{hint}{listing}"
+
+
+def _known_keys(root: type, loc: tuple) -> list[str]:
+    """The keys the section at ``loc`` accepts (pydantic model or dataclass)."""
+    cls: Any = root
+    for part in loc:
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            cls = cls.model_fields[part].annotation
+        elif dataclasses.is_dataclass(cls):
+            cls = typing.get_type_hints(cls)[part]
+        for arg in typing.get_args(cls):  # Optional[Section] -> Section
+            if isinstance(arg, type) and (issubclass(arg, BaseModel) or dataclasses.is_dataclass(arg)):
+                cls = arg
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return list(cls.model_fields)
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    return []

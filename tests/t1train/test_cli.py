@@ -23,14 +23,30 @@ def test_shipped_configs_parse():
 
 
 @pytest.mark.parametrize("text,match", [
-    ("engine: {kind: vllm}", "engine.*'hf' or 'sglang'"),
-    ("sampling: {temprature: 1}", "sampling: unknown key.*temprature"),
-    ("rollout: {observation_role: robot}", "observation_role"),
-    ("episodes: 1\nbogus: 2", "unknown key.*bogus"),
+    ("engine: {kind: vllm}", r"engine\.kind: Input should be 'hf' or 'sglang'"),
+    ("sampling: {temprature: 1}", r"sampling\.temprature: unknown key; did you mean 'temperature'\?"),
+    ("rollout: {observation_role: robot}", r"rollout: observation_role must be 'user' or 'tool'"),
+    ("episodes: 1\nbogus: 2", r"bogus: unknown key \(known: engine, env, "),
+    ("env: {tasks: []}", r"env\.tasks: is empty: give at least one task id"),
+    ("env: {tasks: hello-file}", r"env\.tasks: Input should be a valid list"),
+    ("env: {backend: vm}", r"env\.backend: must be one of \['local', 'docker'\]"),
+    ("episodes: 0", r"episodes: Input should be greater than or equal to 1"),
+    ("sampling: {temperature: warm}", r"sampling\.temperature: Input should be a valid number"),
+    ("engine: {timeout: .inf}", r"engine\.timeout: Input should be a finite number"),
+    ("- a list", r"expected a mapping of sections at the top level, got list"),
+    ("engine: [x", r"not valid YAML at line 1: expected .,. or .\]."),
 ])
-def test_bad_configs_name_the_key(tmp_path, capsys, text, match):
-    assert main(["rollout", "--config", str(write(tmp_path, text))]) == 2
-    assert re.search(match, capsys.readouterr().err)
+def test_bad_rollout_configs_are_one_line_naming_the_file_and_key(tmp_path, capsys, text, match):
+    config = write(tmp_path, text)
+    assert main(["rollout", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"t1train: error: {config}: ") and re.search(match, err)
+
+
+def test_yaml_numbers_arrive_as_numbers(tmp_path):
+    # PyYAML (YAML 1.1) reads 1e-5 as a string; the config turns it into the float the field wants
+    cfg = load_rollout_config(write(tmp_path, "sampling: {temperature: 1e-5, max_new_tokens: '8'}"))
+    assert cfg.sampling.temperature == 1e-5 and cfg.sampling.max_new_tokens == 8
 
 
 @needs_bwrap

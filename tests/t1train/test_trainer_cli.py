@@ -23,23 +23,52 @@ def test_tiny_cpu_config_builds_a_valid_t1_config():
     assert not set(args.tasks) & set(cfg.sft.tasks)  # RL runs on an instance SFT never imitated
 
 
-def test_unknown_keys_are_named(tmp_path):
+def test_unknown_keys_are_named_with_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"model": "tiny", "trian": {}}))
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['trian'\]"):
+    with pytest.raises(ValueError, match=rf"^{bad}: trian: unknown key; did you mean 'train'\?"):
         load_train_config(bad)
     bad.write_text(yaml.safe_dump({"sft": {"max_step": 3}}))
-    with pytest.raises(ValueError, match=r"sft: unknown key\(s\) \['max_step'\]"):
+    with pytest.raises(ValueError, match=rf"^{bad}: sft\.max_step: unknown key; did you mean 'max_steps'\?"):
         load_train_config(bad)
-    with pytest.raises(ValueError, match=r"train: unknown key\(s\) \['algo'\]"):
+    bad.write_text(yaml.safe_dump({"train": {"algo": "ppo"}}))
+    with pytest.raises(ValueError, match=rf"^{bad}: train\.algo: unknown key; did you mean 'algorithm'\?"):
+        load_train_config(bad)
+    with pytest.raises(ValueError, match=r"^train\.algo: unknown key"):
         build_t1_config({"algo": "ppo"})
+
+
+def test_yaml_numbers_arrive_as_the_fields_types(tmp_path):
+    config = tmp_path / "x.yaml"
+    config.write_text("sft: {learning_rate: 1e-5}\ntrain: {learning_rate: 1e-5, max_steps: '3', output_dir: out}\n")
+    assert yaml.safe_load(config.read_text())["train"]["learning_rate"] == "1e-5"  # what PyYAML hands over
+    cfg = load_train_config(config)
+    assert cfg.sft.learning_rate == 1e-5 and cfg.train["learning_rate"] == 1e-5 and cfg.train["max_steps"] == 3
+    assert build_t1_config(cfg.train).learning_rate == 1e-5
+
+
+@pytest.mark.parametrize("text,match", [
+    ("train: {learning_rate: fast}", r"train\.learning_rate: Input should be a valid number"),
+    ("train: {tasks: hello-file}", r"train\.tasks: Input should be a valid list"),
+    ("train: {max_steps: 1.5}", r"train\.max_steps: Input should be a valid integer"),
+    ("sft: {learning_rate: -1}", r"sft\.learning_rate: Input should be greater than 0"),
+    ("sft: {tasks: []}", r"sft\.tasks: is empty"),
+    ("eval: {seeds: []}", r"eval\.seeds: List should have at least 1 item"),
+    ("torch_threads: 0", r"torch_threads: Input should be greater than or equal to 1"),
+])
+def test_bad_types_are_one_line_naming_the_file_and_key(tmp_path, capsys, text, match):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text + "\n")
+    assert main(["train", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"t1train: error: {config}: ") and re.search(match, err)
 
 
 def test_bad_config_is_a_clean_cli_error(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"train": {"algorithm": "dqn", "output_dir": str(tmp_path)}}))
     assert main(["--config", str(bad)]) == 2
-    assert "algorithm must be one of" in capsys.readouterr().err
+    assert f"{bad}: train: algorithm must be one of" in capsys.readouterr().err
 
 
 def test_parser_has_the_training_commands():
