@@ -7,8 +7,8 @@ Subcommands:
   see ``configs/tiny-cpu.yaml`` and ``docs/training.md``.
 * ``t1train sft --config FILE.yaml`` — only the SFT warm-start on oracle episodes; saves the model.
 * ``t1train eval --config FILE.yaml [--model PATH]`` — mean passing checks and resolved rate on the eval episodes.
-* ``t1train rollout --config FILE.yaml`` — run episodes with an engine, write TITO trajectories (JSONL), print
-  reward, turns and drift (see ``docs/training.md``).
+* ``t1train rollout --config FILE.yaml [--resume | --overwrite]`` — run episodes with an engine, write TITO
+  trajectories (JSONL, one line per finished episode), print reward, turns and drift (see ``docs/training.md``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 
 def build_engine(cfg):
@@ -44,10 +45,44 @@ def build_engine(cfg):
     return engine, tokenizer
 
 
+def _episode_of(record: dict):
+    """The key of a ``t1train rollout`` record: the episode's index in the run."""
+    return (record.get("metadata") or {}).get("episode")
+
+
+def _finished_episodes(log, specs, config: str) -> dict:
+    """``{index: Trajectory}`` already in the output file, checked against this run's episode list."""
+    from t1train.trajectory import Trajectory
+
+    done = {}
+    for record in log.records():
+        i = _episode_of(record)
+        if not isinstance(i, int):
+            raise ValueError(f"{log.path}: a record without metadata.episode: not written by `t1train rollout`; "
+                             "pass --overwrite to start over, or --output elsewhere")
+        task = record.get("metadata", {}).get("task")
+        if i < len(specs) and (task, record.get("seed")) != (specs[i].task, specs[i].seed):
+            raise ValueError(f"{log.path}: episode {i} there is task {task!r} seed {record.get('seed')}, but "
+                             f"{config} gives task {specs[i].task!r} seed {specs[i].seed}: the file is another "
+                             "run's; pass --overwrite to start over, or --output elsewhere")
+        done[i] = Trajectory.from_dict(record)
+    return done
+
+
+def _check_envs(make_env, tasks: list[str], config: str) -> None:
+    """Make (not start) one env per task: unknown tasks and bad ``env.kwargs`` fail now, before the model loads."""
+    for task in dict.fromkeys(tasks):
+        try:
+            make_env(task).close()
+        except ValueError as err:  # TaskError is a ValueError
+            raise ValueError(f"{config}: env: {err}") from None
+
+
 def cmd_rollout(args) -> int:
     from t1train.config import load_rollout_config
+    from t1train.engines.base import EngineError
     from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory, rollout_metrics
-    from t1train.trajectory import save_jsonl
+    from t1train.storage import EpisodeLog
 
     cfg = load_rollout_config(args.config)
     if args.output:
@@ -56,15 +91,37 @@ def cmd_rollout(args) -> int:
         cfg.episodes = args.episodes
     if cfg.sampling.seed is None:
         cfg.sampling.seed = cfg.seed
-    engine, tokenizer = build_engine(cfg.engine)
-    runner = RolloutRunner(engine, tokenizer, make_env_factory(cfg.env.backend, **cfg.env.kwargs),
-                           cfg.sampling, cfg.rollout)
     tasks = cfg.env.tasks
-    specs = [EpisodeSpec(tasks[i % len(tasks)], cfg.seed + i) for i in range(cfg.episodes)]
-    t0 = time.monotonic()
-    trajectories = runner.run(specs)
-    elapsed = time.monotonic() - t0
-    save_jsonl(trajectories, cfg.output)
+    specs = [EpisodeSpec(tasks[i % len(tasks)], cfg.seed + i, sampling_index=i) for i in range(cfg.episodes)]
+    make_env = make_env_factory(cfg.env.backend, **cfg.env.kwargs)
+    _check_envs(make_env, tasks, args.config)
+
+    # -- the output file: one line per finished episode, so a killed run keeps what it finished
+    output = Path(cfg.output)
+    if output.exists() and output.stat().st_size and not (args.resume or args.overwrite):
+        raise ValueError(f"{output} already exists: pass --resume to finish that run (the episodes in it are kept "
+                         "and not run again), --overwrite to start over, or --output elsewhere")
+    with EpisodeLog(output, key=_episode_of) as log:
+        if args.overwrite:
+            log.clear()
+        done = _finished_episodes(log, specs, args.config)
+        todo = [i for i in range(cfg.episodes) if i not in done]
+
+        def save(k: int, traj) -> None:
+            traj.metadata.update(episode=todo[k], task=specs[todo[k]].task)
+            log.append(traj.to_dict())
+
+        engine, tokenizer = build_engine(cfg.engine)
+        runner = RolloutRunner(engine, tokenizer, make_env, cfg.sampling, cfg.rollout)
+        t0 = time.monotonic()
+        try:
+            new = runner.run([specs[i] for i in todo], on_episode=save)
+        except (EngineError, KeyboardInterrupt) as err:
+            print(f"t1train: error: {type(err).__name__}: {err}\n{len(log.keys)} finished episodes are in {output}: "
+                  "run the same command with --resume to finish the run", file=sys.stderr)
+            return 1
+        elapsed = time.monotonic() - t0
+    trajectories = [t for _, t in sorted({**done, **dict(zip(todo, new))}.items())]
     metrics = rollout_metrics(trajectories, tokenizer, cfg.rollout.chat_template)
 
     print(f"{'task':<24} {'seed':>5} {'turns':>5} {'reward':>7} {'checks':>7}  end")
@@ -79,7 +136,8 @@ def cmd_rollout(args) -> int:
           f"decode-and-re-tokenize baseline {metrics['retokenize_drift_tokens']} tokens in "
           f"{metrics['retokenize_drift_turns']}/{metrics['assistant_turns']} turns; "
           f"template repairs {metrics['drift_events']}")
-    print(f"wrote {len(trajectories)} trajectories to {cfg.output}")
+    print(f"wrote {len(new)} trajectories to {cfg.output}"
+          + (f" ({len(trajectories)} in total; {len(done)} were there already)" if done else ""))
     return 0 if metrics["tito_drift_tokens"] == 0 else 1
 
 
@@ -234,7 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollout = sub.add_parser("rollout", help="run episodes with an engine and write TITO trajectories")
     rollout.add_argument("--config", required=True, help="rollout YAML file (see docs/training.md)")
     rollout.add_argument("--output", help="override the config's output path")
-    rollout.add_argument("--episodes", type=int, help="override the config's episode count")
+    rollout.add_argument("--episodes", type=_at_least_one, help="override the config's episode count")
+    again = rollout.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="the output file holds an interrupted run: run only the episodes missing from it")
+    again.add_argument("--overwrite", action="store_true", help="start over: empty the output file first")
     rollout.set_defaults(func=cmd_rollout)
     return parser
 

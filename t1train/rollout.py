@@ -86,6 +86,10 @@ class EpisodeSpec:
 
     task: str
     seed: int | None = None
+    sampling_index: int | None = None
+    """Which per-episode sampling stream the episode draws from when ``SamplingParams.seed`` is set (default: its
+    position in the list given to ``run``). A resumed run passes each episode's index in the whole run, so it
+    samples what an uninterrupted run would have."""
 
 
 def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None,
@@ -231,8 +235,8 @@ class RolloutRunner:
                     extra = {"routed_experts_start": [_routing_start(ep) for ep in batch]} \
                         if cfg.return_routed_experts else {}
                     if self.sampling.seed is not None:  # per episode and turn: independent of batching
-                        extra["seeds"] = [episode_seed(self.sampling.seed, slot[id(ep)], len(ep.traj.turns))
-                                          for ep in batch]
+                        extra["seeds"] = [episode_seed(self.sampling.seed, _sampling_index(ep, slot),
+                                                       len(ep.traj.turns)) for ep in batch]
                     fut = pool.submit(self.engine.generate, [ep.ids for ep in batch], self.sampling,
                                       cfg.return_routed_experts, **extra)
                     futures[fut] = ("generate", batch)
@@ -414,6 +418,11 @@ def _turns_with_retokenize_drift(traj: Trajectory, tokenizer, chat_template) -> 
     from t1train.tito import retokenize_drift_per_turn
 
     return sum(1 for d in retokenize_drift_per_turn(traj, tokenizer, chat_template) if d > 0)
+
+
+def _sampling_index(ep: _Episode, slot: dict[int, int]) -> int:
+    index = ep.spec.sampling_index
+    return slot[id(ep)] if index is None else index
 
 
 def _routing_start(ep: _Episode) -> int:

@@ -150,7 +150,8 @@ class EpisodeLog:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise ValueError(f"{self.path} is being written by another process: wait for it, or write elsewhere")
+            raise ValueError(f"{self.path} is being written by another process (or another trainer in this one): "
+                             "wait for it to finish, or write elsewhere")
         records, good, complete_tail = _scan(self.path)
         size = os.fstat(fd).st_size
         if complete_tail:
@@ -159,9 +160,12 @@ class EpisodeLog:
             os.ftruncate(fd, good)
         os.fsync(fd)
         self._fd = fd
-        self.existing: list[dict] = records
-        """The records that were in the file when it was opened (or rewound)."""
         self.keys: set = {self.key(r) for r in records}
+        """The keys of the records in the file."""
+
+    def records(self) -> list[dict]:
+        """The records in the file (read again from disk)."""
+        return read_jsonl(self.path, warn=False)
 
     def append(self, record: dict) -> bool:
         """Write ``record`` as one line and fsync it; False (nothing written) if its key is already there."""
@@ -177,6 +181,14 @@ class EpisodeLog:
         os.fsync(self._fd)
         self.keys.add(k)
         return True
+
+    def clear(self) -> None:
+        """Empty the file (``t1train rollout --overwrite``): the records in it are dropped."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the episode log is closed")
+        os.ftruncate(self._fd, 0)
+        os.fsync(self._fd)
+        self.keys = set()
 
     def rewind(self, keep: Callable[[dict], bool], aside: str | Path) -> int:
         """Keep only the records ``keep`` accepts; append the others to ``aside``. Returns how many moved.

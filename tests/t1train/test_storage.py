@@ -41,7 +41,7 @@ def test_appending_after_a_torn_tail_cuts_it_off(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(traj(0).to_dict()) + "\n" + '{"task_id": "t1", "se')
     with EpisodeLog(path, key=by_episode) as log:
-        assert [by_episode(r) for r in log.existing] == [0]
+        assert [by_episode(r) for r in log.records()] == [0]
         assert log.append(traj(1).to_dict())
     assert [t.seed for t in load_jsonl(path)] == [0, 1]  # no warning: the file is whole again
 
