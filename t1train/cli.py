@@ -209,6 +209,14 @@ def cmd_train(args) -> int:
 
     cfg = _setup(args)
     targs = _train_config(cfg, args)
+    if args.resume:  # find the checkpoint now, before minutes of SFT; the trainer keeps the episodes logged up to it
+        from transformers.trainer_utils import get_last_checkpoint
+
+        out = Path(targs.output_dir)
+        path = (get_last_checkpoint(str(out)) if out.is_dir() else None) if args.resume is True else args.resume
+        if path is None:
+            raise ValueError(f"--resume: no checkpoint in {targs.output_dir}; run without --resume to start")
+        targs.resume_from_checkpoint = path
     model, tokenizer = load_model_and_tokenizer(cfg.model)
     model.train()
     if cfg.sft is not None and not args.skip_sft:
@@ -216,11 +224,11 @@ def cmd_train(args) -> int:
     trainer = T1Trainer(model, targs, processing_class=tokenizer)
     tasks, seeds = _eval_specs(cfg, targs)
     n = cfg.eval.episodes_per_task
-    before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n)
+    before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-before")
     _print_eval("before RL", before)
-    trainer.train(resume_from_checkpoint=args.resume or None)
+    trainer.train(resume_from_checkpoint=targs.resume_from_checkpoint)
     trainer.save_model(targs.output_dir)
-    after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n)
+    after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-after")
     _print_eval("before RL", before)
     _print_eval("after RL", after)
     if trainer.critic_warmup_history:

@@ -32,6 +32,15 @@ steps are cheap next to rollouts). No policy update and no weight sync happen. I
 variance, measured on each fresh batch *before* fitting it, reaches ``critic_warmup_ev_threshold``. Training then
 uses ``gae_lambda_actor`` and ``gae_lambda_critic``.
 
+Files a run leaves (``output_dir``)
+----------------------------------
+Every episode (training rollouts, critic warm-start, evaluations) is appended to ``trajectories.jsonl`` as it
+finishes, one fsynced line each (``t1train.storage.EpisodeLog``), with ``metadata.phase``/``step``/``call``/
+``episode`` saying where it came from. Checkpoints are filled in a hidden temp folder and renamed to
+``checkpoint-N`` when complete, so a killed run never leaves a half-written checkpoint for ``--resume`` to pick.
+Resuming from ``checkpoint-N`` moves the episodes of steps the resumed run redoes to
+``trajectories.superseded.jsonl``; a fresh run in a folder with an earlier run's file moves all of it there.
+
 R3 (rollout routing replay, ``r3: true``)
 ---------------------------------------
 Rollouts record, for every token the sampler's forward consumed, the experts each MoE layer chose
@@ -45,23 +54,27 @@ same experts. The reference and value models are never replayed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
 import os
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import pad
 
 from t1train import ppo
 from t1train.engines.base import SamplingParams
 from t1train.rollout import DEFAULT_SYSTEM_PROMPT, EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
+from t1train.storage import EpisodeLog, publish_dir, staging_dir
 from t1train.tito import loss_region_drift
 from t1train.trajectory import Trajectory
 from t1train.value import ValueModel
@@ -135,6 +148,9 @@ class T1Config(GRPOConfig):
     eval_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Reset seeds for evaluation."})
     eval_every_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: never)."})
     eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for evaluation."})
+    # ---- files
+    save_trajectories: bool = field(default=True, metadata={
+        "help": "Append every episode to <output_dir>/trajectories.jsonl as it finishes (see the module docstring)."})
     # ---- TRL defaults that suit t1
     logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
     report_to: Any = field(default="none", metadata={"help": "Where to report logs (none, tensorboard, wandb...)."})
@@ -250,6 +266,11 @@ class T1Trainer(GRPOTrainer):
                                        top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
         self.runner = RolloutRunner(self.engine, processing_class, self.make_env, self.sampling, self.rollout_config)
         self._engine_version: str | None = None
+        self._episode_log: EpisodeLog | None = None
+        self._episode_log_claimed = False  # decided once: a fresh run moves an earlier run's episodes aside
+        self._resuming = False
+        self._rollout_calls: collections.Counter = collections.Counter()
+        self._checkpoint_parent: str | None = None  # set while a checkpoint is written to its temp folder
 
         self.value_model = None
         self.value_optimizer = None
@@ -301,17 +322,55 @@ class T1Trainer(GRPOTrainer):
         return self.routing_replay.active(batch["r3_routing"], batch["r3_mask"], attention_mask)
 
     # ------------------------------------------------------------------------------------------ rollout
-    def rollout(self, specs: list[EpisodeSpec], sampling: SamplingParams | None = None) -> list[Trajectory]:
-        """Play episodes with the engine as it is now (no weight sync)."""
-        if sampling is None:
-            return self.runner.run(specs)
-        return RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config).run(specs)
+    def rollout(self, specs: list[EpisodeSpec], sampling: SamplingParams | None = None,
+                phase: str = "train") -> list[Trajectory]:
+        """Play episodes with the engine as it is now (no weight sync); each is logged as it finishes (``phase``
+        names the run's part in the log: ``train``, ``warmup``, ``eval``...)."""
+        runner = self.runner if sampling is None else RolloutRunner(self.engine, self.tokenizer, self.make_env,
+                                                                    sampling, self.rollout_config)
+        return runner.run(specs, on_episode=self._episode_recorder(phase))
+
+    # ------------------------------------------------------------------------------------------ episode log
+    def _open_episode_log(self) -> EpisodeLog | None:
+        if not self.args.save_trajectories:
+            return None
+        if self._episode_log is None:
+            rank = self.accelerator.process_index
+            name = "trajectories.jsonl" if rank == 0 else f"trajectories.rank{rank}.jsonl"
+            path = Path(self.args.output_dir) / name
+            log = EpisodeLog(path, key=_episode_key)
+            if not self._episode_log_claimed:
+                self._episode_log_claimed = True
+                if not (self._resuming or self.args.resume_from_checkpoint):  # a fresh run: lose nothing, mix nothing
+                    log.rewind(lambda record: False, path.with_name("trajectories.superseded.jsonl"))
+            self._episode_log = log
+        return self._episode_log
+
+    def _close_episode_log(self) -> None:
+        log, self._episode_log = self._episode_log, None
+        if log is not None:
+            log.close()
+
+    def _episode_recorder(self, phase: str) -> Callable[[int, Trajectory], None] | None:
+        log = self._open_episode_log()
+        if log is None:
+            return None
+        step = self.state.global_step
+        call = self._rollout_calls[(phase, step)]  # the n-th rollout of this phase at this step
+        self._rollout_calls[(phase, step)] += 1
+
+        def record(index: int, traj: Trajectory) -> None:
+            traj.metadata.update(phase=phase, step=step, call=call, episode=index)
+            log.append(traj.to_dict())
+
+        return record
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
         mode = "train" if self.model.training else "eval"
         if mode == "train":
             self.sync_engine_weights()
-        trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs])
+        trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs],
+                                    phase="train" if mode == "train" else "trl-eval")
         batch = self.score_trajectories(trajectories, inputs, mode)
         batch.pop("_metrics")
         return batch
@@ -513,7 +572,7 @@ class T1Trainer(GRPOTrainer):
         for it in bar:
             picked = [rows[rng.randrange(len(rows))] for _ in range(groups)]
             inputs = [dict(r) for r in picked for _ in range(self.num_generations)]
-            trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs])
+            trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs], phase="warmup")
             batch = self.score_trajectories(trajectories, inputs, critic_only=True)
             ev = batch["_metrics"]["critic/explained_variance"]  # on data the critic has not been fitted to yet
             buffer.append({k: batch[k] for k in keys})
@@ -554,21 +613,62 @@ class T1Trainer(GRPOTrainer):
             if path is None:
                 raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
             self._load_t1_state(path)
+            self._resuming = True
+            log = self._open_episode_log()
+            if log is not None:  # the resumed run redoes the steps after the checkpoint: keep their episodes aside
+                step = checkpoint_step(path)
+                log.rewind(lambda record: _before_checkpoint(record, step),
+                           log.path.with_name("trajectories.superseded.jsonl"))
             resume_from_checkpoint = path
-        if self.value_model is not None and not self.critic_warmed_up:
-            self.warm_start_critic()
-            if self.critic_warmup_history:
-                last = self.critic_warmup_history[-1]
-                self._metrics["train"]["critic_warmup/iterations"].append(float(len(self.critic_warmup_history)))
-                self._metrics["train"]["critic_warmup/explained_variance"].append(last["explained_variance"])
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        try:
+            if self.value_model is not None and not self.critic_warmed_up:
+                self.warm_start_critic()
+                if self.critic_warmup_history:
+                    last = self.critic_warmup_history[-1]
+                    self._metrics["train"]["critic_warmup/iterations"].append(float(len(self.critic_warmup_history)))
+                    self._metrics["train"]["critic_warmup/explained_variance"].append(last["explained_variance"])
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            self._close_episode_log()  # another trainer may write to this folder next
 
     # ------------------------------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-            self._save_t1_state(folder)
+        """Write the checkpoint into a temp folder, then rename it to ``checkpoint-N``: a kill mid-save leaves no
+        ``checkpoint-N`` for ``--resume`` to pick up half-written (one process; with several, TRL's own save)."""
+        run_dir = Path(self._get_output_dir(trial=trial))
+        final = run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.accelerator.num_processes > 1:
+            super()._save_checkpoint(model, trial)
+            if self.args.should_save:
+                self._save_t1_state(str(final))
+            return
+        parent = staging_dir(final)  # TRL writes <parent>/checkpoint-N
+        staged = parent / final.name
+        self._checkpoint_parent = str(parent)
+        try:
+            super()._save_checkpoint(model, trial)
+            self._save_t1_state(str(staged))
+            if (self.state.best_model_checkpoint or "").startswith(str(parent)):
+                self.state.best_model_checkpoint = str(final)
+                self.state.save_to_json(str(staged / "trainer_state.json"))
+        finally:
+            self._checkpoint_parent = None
+        publish_dir(staged, final)
+        shutil.rmtree(parent, ignore_errors=True)
+        self._rotate(run_dir)
+
+    def _get_output_dir(self, trial) -> str:
+        return self._checkpoint_parent or super()._get_output_dir(trial)
+
+    def _rotate(self, run_dir: Path) -> None:
+        """Delete checkpoints over ``save_total_limit`` (TRL rotated inside the temp folder, where there is one)."""
+        if hasattr(self, "_rotate_checkpoints"):  # transformers < 5
+            self._rotate_checkpoints(use_mtime=True, output_dir=str(run_dir))
+            return
+        from transformers.trainer_utils import rotate_checkpoints
+
+        rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
+                           best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
     def _save_t1_state(self, folder: str) -> None:
         state = {"critic_warmed_up": self.critic_warmed_up, "critic_warmup_history": self.critic_warmup_history}
@@ -595,14 +695,37 @@ class T1Trainer(GRPOTrainer):
 
     # ------------------------------------------------------------------------------------------ evaluation
     def evaluate_episodes(self, tasks: list[str], seeds: list[int], temperature: float | None = None,
-                          episodes_per_task: int = 1) -> dict:
-        """Play ``tasks x seeds`` (x ``episodes_per_task``) with the current policy; mean passing checks etc."""
+                          episodes_per_task: int = 1, phase: str = "eval") -> dict:
+        """Play ``tasks x seeds`` (x ``episodes_per_task``) with the current policy; mean passing checks etc.
+        ``phase`` labels the episodes in ``trajectories.jsonl``."""
         self.sync_engine_weights()
         temperature = self.args.eval_temperature if temperature is None else temperature
         sampling = SamplingParams(max_new_tokens=self.args.max_new_tokens, temperature=temperature,
                                   top_p=self.args.top_p, top_k=self.sampling.top_k, seed=self.args.seed + 10_000)
         specs = [EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)]
-        return episode_metrics(self.rollout(specs, sampling))
+        return episode_metrics(self.rollout(specs, sampling, phase=phase))
+
+
+def checkpoint_step(path: str | Path) -> int:
+    """The global step a checkpoint folder was saved at."""
+    state = Path(path) / "trainer_state.json"
+    if state.exists():
+        return int(json.loads(state.read_text())["global_step"])
+    return int(Path(path).name.rsplit("-", 1)[-1])
+
+
+def _episode_key(record: dict) -> tuple:
+    meta = record.get("metadata") or {}
+    return meta.get("phase"), meta.get("step"), meta.get("call"), meta.get("episode")
+
+
+def _before_checkpoint(record: dict, step: int) -> bool:
+    """Whether a logged episode belongs to the run up to the checkpoint of ``step``: training rollouts made before
+    it (the rollout at step s feeds update s + 1), and anything else made at or before it."""
+    meta = record.get("metadata") or {}
+    if meta.get("phase") == "train":
+        return meta.get("step", 0) < step
+    return meta.get("step", 0) <= step
 
 
 def episode_metrics(trajectories: list[Trajectory]) -> dict:

@@ -249,3 +249,83 @@ def test_sft_in_place_keeps_the_trainers_own_forward_patch(tiny, tmp_path, scrip
     assert "forward" in vars(trainer.model)
     trainer.train()  # TRL's loss needs its fused-LM-head forward: this raised AttributeError('log_probs') when stripped
     assert trainer.state.global_step == 1
+
+
+# ------------------------------------------------------------------------------------------------ files a run leaves
+def logged(tmp_path, name="trajectories.jsonl") -> list[tuple]:
+    """``(phase, step, call, episode)`` of every episode in the run's log, in the order they were written."""
+    from t1train.trajectory import load_jsonl
+
+    return [(t.metadata["phase"], t.metadata["step"], t.metadata["call"], t.metadata["episode"])
+            for t in load_jsonl(tmp_path / "out" / name)]
+
+
+def episodes_per(keys, phase) -> dict[int, list[int]]:
+    steps: dict[int, list[int]] = {}
+    for p, step, _, episode in keys:
+        if p == phase:
+            steps.setdefault(step, []).append(episode)
+    return {s: sorted(e) for s, e in steps.items()}
+
+
+def test_training_logs_every_episode_as_it_finishes(tiny, tmp_path, scripted_env):
+    trainer = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2)
+    trainer.train()
+    trainer.evaluate_episodes(["scripted"], [7], phase="eval-after")
+    keys = logged(tmp_path)
+    assert len(keys) == len(set(keys))
+    n = trainer.args.generation_batch_size
+    assert episodes_per(keys, "train") == {0: list(range(n)), 1: list(range(n))}
+    assert episodes_per(keys, "warmup") == {0: list(range(n))}
+    assert episodes_per(keys, "eval-after") == {2: [0]}
+
+
+def test_resume_moves_the_redone_steps_aside_and_writes_no_duplicates(tiny, tmp_path, scripted_env):
+    import shutil
+
+    first = make_trainer(tiny, tmp_path, scripted_env, algorithm="grpo", max_steps=2, save_strategy="steps",
+                         save_steps=1)
+    first.train()
+    n = first.args.generation_batch_size
+    shutil.rmtree(tmp_path / "out" / "checkpoint-2")  # killed after step 2's rollout, before its checkpoint
+    resumed = make_trainer(tiny, tmp_path, scripted_env, algorithm="grpo", max_steps=2, save_strategy="no")
+    resumed.train(resume_from_checkpoint=True)  # from checkpoint-1: the rollout for update 2 is made again
+    keys = logged(tmp_path)
+    assert len(keys) == len(set(keys)) == 2 * n
+    assert episodes_per(keys, "train") == {0: list(range(n)), 1: list(range(n))}
+    assert episodes_per(logged(tmp_path, "trajectories.superseded.jsonl"), "train") == {1: list(range(n))}
+
+
+def test_a_fresh_run_moves_an_earlier_runs_episodes_aside(tiny, tmp_path, scripted_env):
+    make_trainer(tiny, tmp_path, scripted_env, algorithm="grpo", max_steps=1).train()
+    earlier = logged(tmp_path)
+    make_trainer(tiny, tmp_path, scripted_env, algorithm="grpo", max_steps=1).train()
+    assert sorted(logged(tmp_path)) == sorted(earlier)  # the same keys, from the new run
+    assert logged(tmp_path, "trajectories.superseded.jsonl") == earlier
+
+
+def test_a_checkpoint_killed_mid_save_is_never_picked_for_resume(tiny, tmp_path, scripted_env):
+    import copy
+
+    from transformers.trainer_utils import get_last_checkpoint
+
+    class KilledWhileSavingStep2(T1Trainer):
+        def _save_t1_state(self, folder):
+            if self.state.global_step == 2:  # TRL's part of checkpoint-2 is written, t1's is not
+                raise KeyboardInterrupt
+            super()._save_t1_state(folder)
+
+    model, tokenizer = tiny
+    args = config(tmp_path, critic_warmup_iterations=1, max_steps=2, save_strategy="steps", save_steps=1)
+    trainer = KilledWhileSavingStep2(copy.deepcopy(model), args, processing_class=tokenizer,
+                                     make_env=lambda task: scripted_env(task))
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    out = tmp_path / "out"
+    assert get_last_checkpoint(str(out)) == str(out / "checkpoint-1")  # complete, with t1's state
+    assert not (out / "checkpoint-2").exists() and (out / ".checkpoint-2.partial").exists()
+    resumed = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2,
+                           save_strategy="steps", save_steps=1)
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 2 and len(resumed.critic_warmup_history) == 1
+    assert (out / "checkpoint-2" / "t1_state.json").exists() and not (out / ".checkpoint-2.partial").exists()

@@ -71,6 +71,13 @@ def test_bad_config_is_a_clean_cli_error(tmp_path, capsys):
     assert f"{bad}: train: algorithm must be one of" in capsys.readouterr().err
 
 
+def test_resume_without_a_checkpoint_says_so_before_any_work(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"train": {"output_dir": str(tmp_path / "run")}}))
+    assert main(["train", "--config", str(config), "--resume"]) == 2
+    assert "--resume: no checkpoint in" in capsys.readouterr().err
+
+
 def test_parser_has_the_training_commands():
     parser = build_parser()
     for argv in (["train", "--config", "x"], ["sft", "--config", "x"], ["eval", "--config", "x"]):
