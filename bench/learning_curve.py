@@ -57,8 +57,11 @@ def main() -> None:
     out = Path(args.out)
     saved = out / "learning_curve.json"
 
+    from t1train.storage import write_text_atomic
+
     def save() -> None:  # after every run: a full comparison takes over an hour, and --resume picks up from here
-        saved.write_text(json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
+        # atomically: a kill while saving must not leave a torn file that --resume cannot read
+        write_text_atomic(saved, json.dumps({"steps": args.steps, "runs": runs, "sft_eval_noise": noise}, indent=1))
     torch.set_num_threads(1)
 
     from t1train.models import tiny_moe
@@ -92,7 +95,7 @@ def main() -> None:
 
     runs = [r for r in runs if r["variant"] in args.variants and r["seed"] in args.seeds]
     table = render_table(runs, noise, args)
-    (out / "learning_curve.md").write_text(table)
+    write_text_atomic(out / "learning_curve.md", table)
     plot(runs, noise, out / "learning_curve.png")
     print(table)
 
