@@ -33,6 +33,16 @@ from t1env.sandbox import BACKENDS, SandboxError
 from t1env.task import TaskError
 from t1env.verify import REWARD_MODES
 
+# What `t1env show` says about a task's verification (docs/sandbox.md has the details).
+VERIFIER_MODE_NOTES = {
+    "separate": "separate (every agent process is ended before the checks run; they see only its files)",
+    "shared": (
+        "shared (the agent's processes keep running while the checks run: they cannot reach the verifier's "
+        "process or report, but they can read the tests on the local backend while they run, and they can "
+        "change the files and services the checks look at until the checks end)"
+    ),
+}
+
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -85,6 +95,7 @@ def _cmd_show(args) -> int:
     console.print(f"limits {s.limits.model_dump()}")
     console.print(f"environment {s.environment.model_dump(exclude_none=True)}")
     console.print(f"checks ({len(t.declared_checks())}): " + ", ".join(t.declared_checks()))
+    console.print(f"verifier: {VERIFIER_MODE_NOTES[s.verifier.mode]}")
     console.print(f"oracle commands: {oracle_command_count(t)}")
     console.rule("instruction")
     console.print(escape(t.instruction))

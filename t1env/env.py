@@ -210,6 +210,8 @@ class TerminalEnv(gym.Env[str, Any]):
             "difficulty": self.task.spec.difficulty,
             "backend": self.backend,
             "max_turns": self.max_turns,
+            "limits": dict(self.sandbox.limits),
+            "verifier_mode": self.task.spec.verifier.mode,
         }
         return self.task.instruction, info
 

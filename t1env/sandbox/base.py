@@ -106,6 +106,9 @@ class Sandbox(ABC):
     """One isolated machine-like environment for one episode."""
 
     name = "abstract"
+    #: Which isolation limits are in force for this sandbox (e.g. ``pids``, ``memory``, ``seccomp``,
+    #: ``user_namespace``, ``network_isolated`` -> bool); the env puts it into ``reset()``'s info.
+    limits: dict[str, bool] = {}
 
     def __init__(self, config: SandboxConfig):
         self.config = config

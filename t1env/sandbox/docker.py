@@ -883,6 +883,12 @@ class DockerSandbox(Sandbox):
             _reaper.remove(box)
 
     @property
+    def limits(self) -> dict[str, bool]:
+        """What the engine enforces for every container t1 starts (see :func:`_create_kwargs`)."""
+        return {"pids": True, "memory": True, "file_size": True, "cpu_time": True, "seccomp": True,
+                "no_new_privileges": True, "user_namespace": False, "network_isolated": not self.config.network}
+
+    @property
     def container_id(self) -> str:
         if self._box is None:
             raise SandboxError("sandbox is not started")
