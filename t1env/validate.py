@@ -77,6 +77,12 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -
                 info = ep.info
                 v.oracle.append((info["passed"], info["total"]))
                 signatures.append([(c["name"], c["passed"]) for c in info["checks"]])
+                undeclared = [t["detail"].split(": ")[0] for t in info.get("tamper", []) if t["kind"] == "undeclared_check"]
+                if undeclared and i == 0:
+                    v.problems.append(
+                        f"pytest collects tests that are not plain test_* functions in tests/test_*.py, so they are not checks: "
+                        f"{', '.join(undeclared[:5])} (write each check out as its own function)"
+                    )
                 if not info["resolved"]:
                     failing = [f"{c['name']} ({c['message'].splitlines()[0] if c['message'] else c['outcome']})" for c in info["checks"] if not c["passed"]]
                     v.problems.append(f"oracle run {i + 1}: {info['passed']}/{info['total']} — failing: {'; '.join(failing)[:500]}")

@@ -102,3 +102,16 @@ def test_same_results_on_repeated_runs(make_task):
         box.exec(["bash", "-c", "echo hello > /app/out.txt"], timeout=10)
         runs = [[(c.name, c.passed) for c in verify(box, task).checks] for _ in range(3)]
     assert runs[0] == runs[1] == runs[2] and all(p for _, p in runs[0])
+
+
+def test_generated_tests_are_not_checks_and_validation_says_so(make_task):
+    from t1env.validate import validate_task
+
+    src = "def test_real():\n    pass\n\nfor _i in range(3):\n    globals()[f'test_gen_{_i}'] = lambda: None\n"
+    path = make_task(tests={"test_g.py": src})
+    res = _verify_in_fresh_box(get_task(path))
+    assert [c.name for c in res.checks] == ["test_g.py::test_real"] and res.passed == 1
+    undeclared = sorted(t["detail"].split(": ")[0] for t in res.tamper if t["kind"] == "undeclared_check")
+    assert undeclared == [f"test_g.py::test_gen_{i}" for i in range(3)]
+    v = validate_task(path, runs=1)
+    assert any("not checks: test_g.py::test_gen_0" in p for p in v.problems)
