@@ -11,6 +11,19 @@ from pathlib import Path
 import pytest
 
 
+def pytest_addoption(parser, pluginmanager):
+    # pyproject's `timeout = 300` belongs to pytest-timeout (the `dev` extra). Without the plugin, declare the key
+    # so pytest does not warn about an unknown option; the header says the limit is off (pytest_report_header).
+    if not pluginmanager.hasplugin("timeout"):
+        parser.addini("timeout", "per-test time limit in seconds (needs pytest-timeout: pip install -e '.[dev]')")
+
+
+def pytest_report_header(config):
+    if not config.pluginmanager.hasplugin("timeout"):
+        return "pytest-timeout is not installed: tests run without a time limit (pip install -e '.[dev]')"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     if shutil.which("bwrap") is None:
         skip = pytest.mark.skip(reason="bubblewrap is not installed (apt-get install bubblewrap); `make test` installs it")

@@ -1,6 +1,8 @@
 """What `make demo` and `make test` set up agrees with what the project needs."""
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -49,3 +51,14 @@ def test_minimum_python_agrees_everywhere():
     assert "sys.version_info < (3, 11)" in MAKEFILE
     assert "Python ≥ 3.11" in (ROOT / "README.md").read_text()
 
+
+def test_pytest_without_pytest_timeout_does_not_warn_about_the_timeout_option():
+    # `pip install -e .` (no dev extra) then `pytest`: the ini's `timeout` must not be an unknown option
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:timeout", "--collect-only",
+         "-W", "error::pytest.PytestConfigWarning", str(Path(__file__).relative_to(ROOT))],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Unknown config option" not in r.stdout + r.stderr
+    assert "pytest-timeout is not installed" in r.stdout
