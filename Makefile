@@ -75,12 +75,13 @@ system-deps:  ## host programs: the sandbox and the built-in tasks' tools (apt-g
 	[ -z "$$pkgs" ] || $(call apt_install,$$pkgs)
 
 setup-core: python system-deps  ## t1env only (no torch)
-	@$(T1_INSTALLED) 2>/dev/null || { echo "installing t1 (pip install -e .) into $(PY)"; $(PY) -m pip install -q -e .; }
+	@$(T1_INSTALLED) 2>/dev/null || { echo "installing t1 (pip install -e .) into $$($(PY) -c 'import sys; print(sys.prefix)')"; \
+	  $(PY) -m pip install -q -e .; }
 
 setup-all: python system-deps  ## t1env + t1train + docker SDK + dev tools
 	@$(PY) -c "import torch" 2>/dev/null || { echo "installing $(TORCH_SPEC)"; \
 	  $(PY) -m pip install -q $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)") "$(TORCH_SPEC)"; }
-	@echo "installing t1 with its train, docker and dev extras into $(PY)"
+	@echo "installing t1 with its train, docker and dev extras into $$($(PY) -c 'import sys; print(sys.prefix)')"
 	@$(PY) -m pip install -q -e ".[train,docker,dev]"
 
 demo: setup-core  ## the main job: the oracle solves a built-in task in the bubblewrap sandbox
