@@ -38,7 +38,7 @@ endif
 # `apt-get install` the packages named in $(1) (a shell expression), with sudo when not root.
 apt_install = { \
 	  if ! command -v apt-get >/dev/null 2>&1; then \
-	    echo "missing: $(1) (Debian package names); install them with your package manager"; exit 1; fi; \
+	    echo "missing:$(1) (Debian package names); install them with your package manager"; exit 1; fi; \
 	  echo "installing$(1) (apt-get)"; \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(1) >/dev/null; }
