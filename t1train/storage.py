@@ -17,7 +17,7 @@ Example:
     >>> log.append({"episode": 0, "reward": 1.0}), log.append({"episode": 0, "reward": 2.0})
     (True, False)
     >>> log.close()
-    >>> _ = path.open("a").write('{"episode": 1, "rew')   # a writer killed mid-line
+    >>> with path.open("a") as f: _ = f.write('{"episode": 1, "rew')   # a writer killed mid-line
     >>> [r["episode"] for r in read_jsonl(path, warn=False)]
     [0]
 """

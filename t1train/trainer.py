@@ -156,8 +156,15 @@ class T1Config(GRPOConfig):
     report_to: Any = field(default="none", metadata={"help": "Where to report logs (none, tensorboard, wandb...)."})
     num_generations: int | None = field(default=4, metadata={"help": "Episodes per (task, seed): a GRPO group."})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Episodes per micro-batch."})
+    dataloader_pin_memory: bool = field(default=False, metadata={
+        "help": "The dataloader yields episode specs (task, seed), not tensors: there is nothing to pin."})
+    gradient_checkpointing: bool | None = field(default=None, metadata={
+        "help": "Deprecated alias of activation_checkpointing (transformers 5); TRL's GRPOConfig sets it to True, "
+                "t1 sets activation_checkpointing instead."})
 
     def __post_init__(self):
+        if self.activation_checkpointing is None and self.gradient_checkpointing is None:
+            self.activation_checkpointing = True  # TRL's default, under the name transformers 5 does not deprecate
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         if self.algorithm == "gspo" and self.importance_sampling_level == "token":

@@ -93,8 +93,11 @@ class HFEngine:
         self.pad_token_id = pad if pad is not None else next(iter(self.eos_token_ids), 0)
         self.max_context_length = getattr(model.config, "max_position_embeddings", None)
         self.moe_layers = moe_layers(model)
-        # transformers 5.x renamed `past_key_values` to `cache`; support both spellings.
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        # transformers 5.x renamed `past_key_values` to `cache`; support both spellings. Read the model class's own
+        # forward: a PEFT wrapper's or a patched instance forward takes **kwargs and would hide the new name.
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        forward = inspect.signature(type(base).forward).parameters
+        self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
         self.weight_version = "0"
         self._lock = threading.Lock()
 

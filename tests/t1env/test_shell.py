@@ -154,7 +154,8 @@ def _zombie_children() -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            stat = open(f"/proc/{entry}/stat").read()
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...

@@ -245,7 +245,8 @@ def test_sft_in_place_keeps_the_trainers_own_forward_patch(tiny, tmp_path, scrip
     trajs = oracle_episodes(tokenizer, scripted_env, n=2)
     run_sft(trainer.model, tokenizer, sft_dataset(trajs * 4),
             SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=2,
-                      save_strategy="no", report_to="none", bf16=False, disable_tqdm=True))
+                      save_strategy="no", report_to="none", bf16=False, disable_tqdm=True,
+                      activation_checkpointing=True, dataloader_pin_memory=False))
     assert "forward" in vars(trainer.model)
     trainer.train()  # TRL's loss needs its fused-LM-head forward: this raised AttributeError('log_probs') when stripped
     assert trainer.state.global_step == 1
