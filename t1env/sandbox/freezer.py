@@ -166,6 +166,7 @@ def _own_cgroup(controller: str) -> str | None:
 
 
 def _state(pid: int) -> str:
+    """The process state letter from /proc/<pid>/stat (R, S, T, Z, ...; empty when it is gone)."""
     stat = _read(Path(f"/proc/{pid}/stat"))
     fields = stat.rsplit(")", 1)[-1].split()
     return fields[0] if fields else ""

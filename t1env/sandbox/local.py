@@ -98,7 +98,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from t1env.sandbox import seccomp
-from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
 from t1env.sandbox.bounded import Finished, OutputCapture, pump, readable_within
 from t1env.sandbox.cgroups import SandboxCgroups
 from t1env.sandbox.userns import popen_as_root_of_new_userns
@@ -462,6 +462,26 @@ class LocalSandbox(Sandbox):
             install()
 
         return setup
+
+    def preexec_without_cgroups(self) -> Callable[[], None]:
+        """:meth:`preexec` minus joining the sandbox's cgroups (for the shared-mode verifier on cgroup v2,
+        where the sandbox's cgroup is what gets frozen)."""
+        fsize = self.config.file_size_mb * 1024 * 1024
+        cpu = self.config.cpu_seconds
+        install = _seccomp_installer()
+
+        def setup() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+            install()
+
+        return setup
+
+    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate") -> VerifierRun:
+        """Out of the agent's reach: see :mod:`t1env.sandbox.local_verifier`."""
+        from t1env.sandbox.local_verifier import run_verifier
+
+        return run_verifier(self, runtime, tests, timeout, mode)
 
     def stop(self) -> None:
         net, self._net = self._net, None

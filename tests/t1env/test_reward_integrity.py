@@ -469,3 +469,56 @@ def test_forged_report_names_are_tamper_events_not_checks(make_task):
     kinds = sorted(t["kind"] for t in res.tamper)
     assert (res.passed, res.total) == (0, len(declared))
     assert kinds == ["duplicate_result", "malformed_report", "malformed_report", "undeclared_check", "unknown_check"]
+
+
+PROBE = textwrap.dedent(
+    """
+    import ctypes, json, os, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    seen, end = {}, time.time() + 60
+    while time.time() < end:
+        for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+            try:
+                if b"run_checks" not in open(f"/proc/{pid}/cmdline", "rb").read() or pid in seen:
+                    continue
+            except OSError:
+                continue
+            tries = {}
+            for what, path, flags in (("fd1", f"/proc/{pid}/fd/1", os.O_WRONLY), ("environ", f"/proc/{pid}/environ", os.O_RDONLY),
+                                      ("mem", f"/proc/{pid}/mem", os.O_RDWR)):
+                try:
+                    os.close(os.open(path, flags))
+                    tries[what] = "opened"
+                except OSError as e:
+                    tries[what] = e.strerror
+            tries["ptrace"] = "attached" if libc.ptrace(16, pid, 0, 0) == 0 else os.strerror(ctypes.get_errno())
+            seen[pid] = tries
+            with open("/app/.probe.json", "w") as f:
+                json.dump(seen, f)
+        time.sleep(0.0005)
+    """
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_agent_processes_cannot_reach_the_shared_mode_verifier(backend, make_task):
+    """Sandbox level, with evidence: a probe left running finds the verifier's process while the checks run
+    (a check sleeps to give it time) and every way in (its stdout, environ, memory, ptrace) is refused."""
+    from t1env.sandbox import make_sandbox
+    from t1env.verify import verify
+
+    tests = {"test_slow.py": "import time\n\ndef test_a():\n    time.sleep(1.5)\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"}
+    task = get_task(make_task(task_id="probe", toml_extra='[verifier]\nmode = "shared"\n', tests=tests))
+    box = make_sandbox(backend, task)
+    box.start()
+    try:
+        box.put_file("/tmp/probe.py", PROBE.encode())
+        box.exec(["bash", "-c", "(setsid nohup python3 /tmp/probe.py >/dev/null 2>&1 </dev/null &)"], timeout=10)
+        res = verify(box, task)
+        assert (res.passed, res.total, res.isolation, res.error) == (3, 3, "shared", None)
+        seen = json.loads(box.get_file("/app/.probe.json"))
+    finally:
+        box.stop()
+    assert seen, "the probe never saw the verifier"
+    for pid, tries in seen.items():
+        assert "opened" not in tries.values() and tries["ptrace"] != "attached", (pid, tries)

@@ -1,0 +1,165 @@
+"""The local backend's verifier: the checks run where the agent's processes cannot reach them.
+
+t1's runtime and the task's tests are copied, on the host, into the episode's ``verifier`` folder,
+which the sandbox sees read-only at ``/.t1-verifier`` (the agent can neither write there nor plant
+links: that host folder is not mounted anywhere writable). The interpreter is the host's
+``python3`` under the sandbox's read-only ``/usr``, started with ``-I``.
+
+* ``separate`` mode (the default): the sandbox's pid 1 is killed first, and with it every process
+  of its pid namespace (daemons, double forks, ``setsid`` included). The verifier then runs as pid 1
+  of a **fresh** bubblewrap sandbox over the same episode folders (workdir, ``/tmp``, ``/root``),
+  with the same user namespace mapping, seccomp filter, capabilities and cgroups, and no network.
+* ``shared`` mode: the agent's processes are frozen (:mod:`t1env.sandbox.freezer`), the verifier is
+  started inside the sandbox's namespaces (it sees the agent's processes and services), and the
+  processes are thawed once the verifier's first report line (``ready``) says it has made itself
+  non-dumpable. On cgroup v2 the verifier stays out of the sandbox's cgroup (which is the one being
+  frozen), so the pids and memory caps do not apply to it there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from t1env.sandbox.base import VERIFIER_ENV, ExecResult, SandboxError, VerifierRun, verifier_argv
+from t1env.sandbox.bounded import Finished, OutputCapture, pump
+from t1env.sandbox.cgroups import SandboxCgroups
+from t1env.sandbox.freezer import Freezer, _state, pids_in_namespace
+from t1env.sandbox.userns import popen_as_root_of_new_userns
+
+
+class _ReadyCapture(OutputCapture):
+    """The report stream's capture; calls ``on_ready`` once, when the first line is complete."""
+
+    def __init__(self, cap: int, on_ready):
+        super().__init__(cap)
+        self.on_ready = on_ready
+
+    def feed(self, data: bytes) -> None:
+        super().feed(data)
+        if self.on_ready is not None and b"\n" in data:
+            on_ready, self.on_ready = self.on_ready, None
+            on_ready()
+
+
+def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str) -> VerifierRun:
+    """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring."""
+    if box._root is None:
+        raise SandboxError("sandbox is not started")
+    if mode == "shared" and (box.init_pid is None or not box.alive):
+        raise SandboxError("sandbox is not running (it was stopped, verified already, or its init process died)")
+    dest = box._root / "verifier"
+    _stage(runtime, tests, dest)
+    env = {**box.config.environ(), **VERIFIER_ENV}
+    t0 = time.monotonic()
+    try:
+        if mode == "shared":
+            res, notes = _shared(box, env, timeout)
+        else:
+            res, notes = _separate(box, env, timeout)
+    finally:
+        _clear(dest)
+    result = ExecResult(res.returncode if not res.timed_out else -9, res.stdout.bytes(), res.stderr.bytes(), res.timed_out,
+                        time.monotonic() - t0)
+    return VerifierRun(result, "shared" if mode == "shared" else "separate", notes)
+
+
+def _separate(box, env: dict, timeout: float) -> tuple[Finished, list[str]]:
+    end_agent(box)
+    argv = box._bwrap_argv() + ["--chdir", box.config.workdir, "--", *verifier_argv()]
+    popen = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(box._launch_fds),
+                 env=env, start_new_session=True)
+    try:
+        if box._userns and os.geteuid() == 0:
+            proc = popen_as_root_of_new_userns(argv, box._join_and_limit(), box.HOST_ID_BASE, popen)
+        else:
+            proc = subprocess.Popen(argv, preexec_fn=box._join_and_limit(), **popen)
+    finally:
+        for f in box._launch_fds:
+            os.close(f)
+        box._launch_fds = []
+    res = Finished(OutputCapture(box.EXEC_OUTPUT_CAP), OutputCapture(box.EXEC_OUTPUT_CAP))
+    pump(proc, None, res, time.monotonic() + timeout, box.EXIT_GRACE, None)
+    return res, []
+
+
+def _shared(box, env: dict, timeout: float) -> tuple[Finished, list[str]]:
+    v2 = (SandboxCgroups.ROOT / "cgroup.controllers").exists()
+    cg = box._cg
+    freezer = Freezer(box.init_pid, v2_cgroup=cg.dirs[0] if (v2 and cg is not None and cg.dirs) else None)
+    mechanism = freezer.freeze()
+    try:
+        # on cgroup v2 the freezer is the sandbox's own cgroup: the verifier must not join it
+        preexec = box.preexec() if not v2 else box.preexec_without_cgroups()
+        proc = subprocess.Popen(
+            box._enter_argv() + verifier_argv(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            preexec_fn=preexec,
+            start_new_session=True,
+        )
+        res = Finished(_ReadyCapture(box.EXEC_OUTPUT_CAP, freezer.thaw), OutputCapture(box.EXEC_OUTPUT_CAP))
+        pump(proc, None, res, time.monotonic() + timeout, box.EXIT_GRACE, None)
+    finally:
+        freezer.thaw()
+    return res, [f"the agent's processes were frozen ({mechanism}) until the verifier was out of their reach"]
+
+
+def end_agent(box, wait: float = 5.0) -> None:
+    """End every process of the agent: the network helper, and the sandbox's pid 1, whose death makes
+    the kernel kill everything in its pid namespace. The episode folders and cgroups stay."""
+    net, box._net = box._net, None
+    if box._net_exit_w is not None:
+        os.close(box._net_exit_w)
+        box._net_exit_w = None
+    if net is not None:
+        net.kill()
+        net.wait()
+    old_pid, init, box._init = box.init_pid, box._init, None
+    box.init_pid = None
+    if init is not None:
+        try:
+            init.kill()
+        except ProcessLookupError:
+            pass
+        try:
+            init.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (init.stdout, init.stderr):
+            if stream is not None:
+                stream.close()
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        left = (box._cg.pids() if box._cg is not None else set()) | (pids_in_namespace(old_pid) if old_pid else set())
+        if all(_state(p) in ("Z", "X", "") for p in left):  # zombies run nothing (and may wait for a reaper)
+            return
+        time.sleep(0.002)
+    raise SandboxError("the agent's processes did not end within 5 s; not verifying beside them")
+
+
+def _stage(runtime: Path, tests: Path, dest: Path) -> None:
+    """Copy the runtime and the tests into the episode's verifier folder, readable by the sandbox's root."""
+    _clear(dest)
+    shutil.copytree(runtime, dest, dirs_exist_ok=True, symlinks=False)
+    shutil.copytree(tests, dest / "tests", dirs_exist_ok=True, symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for d, dirs, files in os.walk(dest):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o644)
+
+
+def _clear(dest: Path) -> None:
+    if not dest.is_dir():
+        return
+    for p in dest.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
