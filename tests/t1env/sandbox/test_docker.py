@@ -122,6 +122,19 @@ def test_container_settings(default_image):
         assert D.client().api.inspect_container(sb.container_id)["HostConfig"]["NetworkMode"] == "bridge"
 
 
+def test_capabilities_no_task_needs_are_dropped(box):
+    """NET_RAW (spoofing on the bridge), MKNOD, AUDIT_WRITE and SETFCAP are gone; the rest of Docker's set stays."""
+    eff = int(box.exec(["sh", "-c", "grep CapEff /proc/self/status"], timeout=10).stdout.split()[1], 16)
+    for name, bit in (("NET_RAW", 13), ("MKNOD", 27), ("AUDIT_WRITE", 29), ("SETFCAP", 31)):
+        assert not eff & (1 << bit), name
+    for name, bit in (("CHOWN", 0), ("DAC_OVERRIDE", 1), ("SETUID", 7), ("KILL", 5)):
+        assert eff & (1 << bit), name
+    raw = "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)"
+    r = box.exec(["python3", "-c", raw], timeout=10)
+    assert r.exit_code != 0 and b"Operation not permitted" in r.stderr
+    assert box.exec(["mknod", "/tmp/null2", "c", "1", "3"], timeout=10).exit_code != 0
+
+
 def test_fork_bomb_hits_the_pids_cap(default_image):
     with D.DockerSandbox(SandboxConfig(pids=32), pool=False) as sb:
         r = sb.exec(["bash", "-c", "for i in $(seq 60); do sleep 20 & done 2>&1 | tail -1; jobs | wc -l"], timeout=30)
