@@ -89,7 +89,7 @@ def test_rollout_writes_trajectories_and_prints_drift(tmp_path, capsys, tiny_eng
     url = ""
     server = None
     if engine == "sglang":
-        from t1train.engines.sglang_standin import StandInSGLangServer
+        from .engines.sglang_standin import StandInSGLangServer
 
         server = StandInSGLangServer(tiny_engine).start()
         url = f"\n  url: {server.url}"

@@ -12,7 +12,7 @@ import torch
 from t1train.engines.base import SamplingParams
 from t1train.engines.hf import HFEngine
 from t1train.engines.sglang import SGLangEngine, decode_routed_experts, encode_routed_experts
-from t1train.engines.sglang_standin import StandInSGLangServer
+from .engines.sglang_standin import StandInSGLangServer
 from t1train.r3 import RoutingRecorder, RoutingReplay, moe_layer_indices, moe_layers, routing_agreement
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
 

@@ -1,4 +1,8 @@
-"""A STAND-IN for an SGLang server, for tests and CPU smoke runs. It is not SGLang.
+"""A STAND-IN for an SGLang server: a test double for :class:`t1train.engines.sglang.SGLangEngine`. It is not SGLang.
+
+It lives in ``tests/`` (not in the wheel): it has a failure injector (``fail_next``), a hold for abort tests
+(``hold_s``) and keeps every ``/generate`` body it receives (``requests``, never trimmed), which suit a test and
+nothing else.
 
 It serves the subset of SGLang's native HTTP API that :class:`t1train.engines.sglang.SGLangEngine` uses, with
 the request and response schema of sglang 0.5.x (``GenerateReqInput`` in ``sglang/srt/managers/io_struct.py``,
@@ -19,9 +23,10 @@ the handlers in ``sglang/srt/entrypoints/http_server.py``), backed by an in-proc
 Requests are served one at a time (the HF engine holds a lock); there is no continuous batching or radix cache.
 ``fail_next(status, body)`` makes the next request answer with an error, for testing client error handling.
 
-Run it::
+Tests import it relatively (``from .engines.sglang_standin import StandInSGLangServer``). For a CPU smoke run of
+the SGLang client from a source checkout, serve the tiny model with it::
 
-    python -m t1train.engines.sglang_standin --model tiny --port 30000
+    python tests/t1train/engines/sglang_standin.py --model tiny --port 30000
 """
 
 from __future__ import annotations
@@ -201,11 +206,14 @@ class StandInSGLangServer:
 
             def _send(self, status: int, payload=None):
                 data = b"" if payload is None else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
+                    self.close_connection = True
 
             def _body(self):
                 n = int(self.headers.get("Content-Length") or 0)

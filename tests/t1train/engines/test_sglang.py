@@ -7,7 +7,7 @@ import pytest
 
 from t1train.engines.base import EngineError, SamplingParams
 from t1train.engines.sglang import SGLangEngine, decode_routed_experts, encode_routed_experts
-from t1train.engines.sglang_standin import StandInSGLangServer
+from .sglang_standin import StandInSGLangServer
 
 
 @pytest.fixture
