@@ -30,8 +30,10 @@ previous turn. ``moe_layers`` maps the engine's decoder layers to MoE layers (de
 Errors: a rejected request answers 4xx/5xx with ``{"error": {"message": ...}}`` (FastAPI validation errors use
 ``{"detail": ...}``); these raise :class:`EngineError`. A request aborted with ``/abort_request`` answers 200 with
 ``finish_reason.type == "abort"`` and the ids sampled so far; it is returned as a ``Generation`` with
-``finish_reason="abort"`` (the rollout loop ends that episode as ``aborted``). Connection failures and 502/503/504
-are retried with backoff.
+``finish_reason="abort"`` (the rollout loop ends that episode as ``aborted``). Failed connections and 502/503/504
+answers are retried with backoff (urllib3's ``Retry``, mounted on the session); a request the server has accepted
+is not sent again after a read error or timeout (sampling is not idempotent, and a request that timed out would
+time out again). Every transport failure is an :class:`EngineError`.
 
 Sampler log-probs: SGLang reports ``log_softmax(logits / temperature)`` before top-k/top-p (see
 ``t1train/engines/base.py``). Run the server with the same model the trainer holds, and update its weights with
@@ -49,6 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util import Retry
 
 from t1train.engines.base import (
     FINISH_ABORT,
@@ -59,7 +63,7 @@ from t1train.engines.base import (
     SamplingParams,
 )
 
-_RETRY_STATUS = {502, 503, 504}
+_RETRY_STATUS = (502, 503, 504)
 
 
 def decode_routed_experts(data: str, rows: int, top_k: int | None = None,
@@ -103,7 +107,8 @@ class SGLangEngine:
         url: base URL, e.g. ``http://127.0.0.1:30000``.
         max_concurrency: requests in flight at once (SGLang batches them continuously).
         timeout: seconds per request.
-        retries: attempts for connection errors and 502/503/504.
+        retries: how many times a request is sent again after a failed connection or a 502/503/504 answer, with
+            backoff (0: sent once).
         top_k_experts: the model's experts per token, to shape routed experts (``num_experts_per_tok``);
             None treats each row as one layer.
         moe_layers: engine-layer indices of the MoE layers (``t1train.r3.moe_layer_indices(config)``): SGLang
@@ -118,6 +123,8 @@ class SGLangEngine:
     def __init__(self, url: str, max_concurrency: int = 64, timeout: float = 600.0, retries: int = 3,
                  top_k_experts: int | None = None, api_key: str | None = None,
                  moe_layers: list[int] | None = None):
+        if max_concurrency < 1 or retries < 0:
+            raise ValueError(f"max_concurrency must be >= 1 and retries >= 0, got {max_concurrency} and {retries}")
         self.url = url.rstrip("/")
         self.max_concurrency = max_concurrency
         self.timeout = timeout
@@ -125,30 +132,35 @@ class SGLangEngine:
         self.top_k_experts = top_k_experts
         self.moe_layers = moe_layers
         self.session = requests.Session()
+        # one pooled connection per request in flight (requests' default pool keeps 10 and drops the rest), and
+        # retries of failed connections and 502/503/504 for every method (/generate is a POST)
+        retry = Retry(total=retries, connect=retries, read=False, status=retries, other=0,
+                      status_forcelist=_RETRY_STATUS, allowed_methods=None, backoff_factor=0.5,
+                      raise_on_status=False)
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=max_concurrency, max_retries=retry)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
         if api_key:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency)
 
     # ---------------------------------------------------------------- HTTP
     def _call(self, method: str, path: str, body: dict | None = None, timeout: float | None = None):
-        delay = 0.5
-        for attempt in range(self.retries):
-            try:
-                resp = self.session.request(method, self.url + path, json=body, timeout=timeout or self.timeout)
-            except requests.ConnectionError as err:
-                if attempt == self.retries - 1:
-                    raise EngineError(f"SGLang server at {self.url} is unreachable ({err}); is it running? "
-                                      "Check with `curl {url}/health`.".replace("{url}", self.url)) from err
-            else:
-                if resp.status_code in _RETRY_STATUS and attempt < self.retries - 1:
-                    pass
-                elif resp.status_code >= 400:
-                    raise EngineError(f"SGLang {path} returned HTTP {resp.status_code}: {_error_message(resp)}")
-                else:
-                    return resp.json() if resp.content else None
-            time.sleep(delay)
-            delay *= 2
-        raise EngineError(f"SGLang {path} kept failing after {self.retries} attempts (last HTTP {resp.status_code})")
+        timeout = timeout or self.timeout
+        try:
+            resp = self.session.request(method, self.url + path, json=body, timeout=timeout)
+        except requests.ConnectionError as err:  # after the retries
+            raise EngineError(f"SGLang server at {self.url} is unreachable ({err}); is it running? Check with "
+                              f"`curl {self.url}/health`.") from err
+        except requests.Timeout as err:
+            raise EngineError(f"SGLang {path} did not answer within {timeout:g}s (raise the engine timeout for "
+                              "long generations)") from err
+        except requests.RequestException as err:
+            raise EngineError(f"SGLang {path} failed: {err}") from err
+        if resp.status_code >= 400:
+            after = f" after {self.retries} retries" if resp.status_code in _RETRY_STATUS and self.retries else ""
+            raise EngineError(f"SGLang {path} returned HTTP {resp.status_code}{after}: {_error_message(resp)}")
+        return resp.json() if resp.content else None
 
     # ---------------------------------------------------------------- generation
     def request_body(self, prompt: list[int], sampling: SamplingParams, rid: str, return_routed_experts: bool,
@@ -241,8 +253,9 @@ class SGLangEngine:
 
     # ---------------------------------------------------------------- server control
     def health(self) -> bool:
+        """One probe, not retried (``wait_until_ready`` polls it)."""
         try:
-            self.session.get(self.url + "/health", timeout=10).raise_for_status()
+            requests.get(self.url + "/health", headers=self.session.headers, timeout=10).raise_for_status()
             return True
         except requests.RequestException:
             return False

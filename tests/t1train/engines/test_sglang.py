@@ -1,5 +1,7 @@
 """SGLangEngine against the stand-in server (SGLang's schema, backed by the tiny model; not SGLang)."""
 
+import dataclasses
+import logging
 import threading
 import time
 
@@ -26,15 +28,45 @@ def client(server):
 def test_request_follows_sglang_schema(client, server, tiny):
     _, tok = tiny
     prompt = tok.encode("ls -la")
-    client.generate([prompt], SamplingParams(max_new_tokens=5, temperature=0.5, top_p=0.9, stop=["\n"], seed=4,
-                                             stop_token_ids=[7]), return_routed_experts=True)
+    client.generate([prompt], SamplingParams(max_new_tokens=5, seed=4), return_routed_experts=True)
     body = server.requests[-1]
     assert body["input_ids"] == prompt and body["return_logprob"] is True and body["stream"] is False
     assert body["rid"].startswith("t1-")
+    # routing from the last prompt position: one row per sampled token, none for the prompt
     assert body["return_routed_experts"] is True and body["routed_experts_start_len"] == len(prompt) - 1
-    assert body["sampling_params"] == {"max_new_tokens": 5, "temperature": 0.5, "top_p": 0.9, "top_k": -1,
-                                       "ignore_eos": False, "skip_special_tokens": False, "no_stop_trim": True,
-                                       "stop": ["\n"], "stop_token_ids": [7], "sampling_seed": 4}
+
+
+def test_each_sampling_param_reaches_the_server_with_its_meaning(client, tiny):
+    """Every ``SamplingParams`` field changes what the server samples, so a field the client drops or misnames
+    fails here (the stand-in, like SGLang, refuses sampling keys it does not know)."""
+    _, tok = tiny
+    prompt = tok.encode("ls -la")
+    base = SamplingParams(max_new_tokens=8, ignore_eos=True, seed=4)
+
+    def sample(**changes):
+        return client.generate([prompt], dataclasses.replace(base, **changes))[0]
+
+    free = sample()
+    assert len(free.token_ids) == 8 and free.finish_reason == "length"  # max_new_tokens, ignore_eos
+    assert sample().token_ids == free.token_ids  # sampling_seed: the same seed, the same ids
+    assert sample(seed=5).token_ids != free.token_ids
+    # stop_token_ids: stop at the first token not sampled before, and keep it (no_stop_trim: TITO needs its id)
+    k = next(i for i in range(1, 8) if free.token_ids[i] not in free.token_ids[:i])
+    stopped = sample(stop_token_ids=[free.token_ids[k]])
+    assert stopped.token_ids == free.token_ids[: k + 1]
+    assert stopped.finish_reason == "stop" and stopped.matched_stop == free.token_ids[k]
+    # stop strings: stop at the text of that token, keeping it
+    word = tok.decode(free.token_ids[k : k + 1])
+    by_text = sample(stop=[word])
+    assert by_text.finish_reason == "stop" and by_text.matched_stop == word
+    assert tok.decode(by_text.token_ids).endswith(word) and len(by_text.token_ids) <= k + 1
+    # temperature 0, top_k=1 and a tiny top_p are greedy: the seed no longer matters, and all give the same ids
+    greedy = sample(temperature=0.0, seed=1).token_ids
+    assert greedy != free.token_ids and sample(temperature=0.0, seed=2).token_ids == greedy
+    assert sample(top_k=1, seed=1).token_ids == greedy == sample(top_k=1, seed=2).token_ids
+    assert sample(top_p=1e-6, seed=1).token_ids == greedy == sample(top_p=1e-6, seed=2).token_ids
+    # another temperature, another distribution: the same seed reports other log-probs
+    assert sample(temperature=0.5).logprobs != free.logprobs
 
 
 def test_per_prompt_seeds_become_per_request_sampling_seeds(client, server, tiny):
@@ -68,7 +100,8 @@ def test_finish_reasons(client):
     g = client.parse_response({"meta_info": {"finish_reason": {"type": "stop", "matched": "```"},
                                              "output_token_logprobs": [[-1.0, 5, None]]}}, False)
     assert g.matched_stop == "```" and not g.stopped_on_token
-    assert client.generate([[1, 2]], sp)[0].finish_reason in ("stop", "length")
+    g = client.generate([[1, 2]], dataclasses.replace(sp, max_new_tokens=3, ignore_eos=True))[0]
+    assert g.finish_reason == "length" and len(g.token_ids) == 3
 
 
 @pytest.mark.parametrize("response,match", [
@@ -106,11 +139,60 @@ def test_retries_transient_errors(client, server):
     assert len(client.generate([[1, 2]], SamplingParams(max_new_tokens=3, ignore_eos=True))[0].token_ids) == 3
 
 
+def test_retries_give_up_with_the_last_answer(client, server):
+    for _ in range(3):  # the first try and both retries (client: retries=2)
+        server.fail_next(503, {"error": {"message": "busy"}})
+    with pytest.raises(EngineError, match="HTTP 503 after 2 retries: busy"):
+        client.generate([[1, 2]], SamplingParams(max_new_tokens=3))
+    assert server.requests == []  # no attempt reached /generate
+    assert len(client.generate([[1, 2]], SamplingParams(max_new_tokens=3))) == 1  # no failure left queued
+
+
+def test_zero_retries_sends_once(server):
+    engine = SGLangEngine(server.url, retries=0)
+    server.fail_next(503, {"error": {"message": "busy"}})
+    try:
+        with pytest.raises(EngineError, match="HTTP 503: busy"):
+            engine.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+        engine.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+        assert len(server.requests) == 1  # the 503 was answered to the only try; the next call went through
+    finally:
+        engine.close()
+    with pytest.raises(ValueError, match="retries >= 0"):
+        SGLangEngine(server.url, retries=-1)
+
+
+def test_a_request_that_times_out_is_an_engine_error_and_not_sent_again(server):
+    server.hold_s = 3.0
+    engine = SGLangEngine(server.url, timeout=0.5)
+    try:
+        with pytest.raises(EngineError, match="did not answer within 0.5s"):
+            engine.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+        assert len(server.requests) == 1  # sampling is not idempotent: a read timeout is not retried
+    finally:
+        engine.close()
+
+
+def test_one_pooled_connection_per_request_in_flight(server, caplog):
+    """With 16 requests in flight at once, every connection goes back to the pool (requests' default pool holds
+    10 and drops the others, with a warning, and opens new ones next time)."""
+    server.hold_s = 0.5  # keep all 16 open at once
+    engine = SGLangEngine(server.url, max_concurrency=16)
+    try:
+        with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+            gens = engine.generate([[1, 2]] * 16, SamplingParams(max_new_tokens=2, ignore_eos=True))
+    finally:
+        engine.close()
+    assert len(gens) == 16 and all(len(g.token_ids) == 2 for g in gens)
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+
+
 def test_unreachable_server():
     engine = SGLangEngine("http://127.0.0.1:9", retries=1)
     with pytest.raises(EngineError, match="unreachable"):
         engine.generate([[1]], SamplingParams())
     assert engine.health() is False
+    engine.close()
 
 
 @pytest.mark.parametrize("how", ["rid", "all"])
