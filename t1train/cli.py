@@ -31,17 +31,17 @@ def build_engine(cfg):
     from t1train.models import load_tokenizer
 
     tokenizer = load_tokenizer(cfg.model)
-    top_k = None
+    shape = {}
     try:
         from transformers import AutoConfig
 
         from t1train.models import tiny_moe_path
+        from t1train.r3 import engine_routing_shape
 
-        model_config = AutoConfig.from_pretrained(tiny_moe_path() if cfg.model == "tiny" else cfg.model)
-        top_k = getattr(model_config, "num_experts_per_tok", None)
+        shape = engine_routing_shape(AutoConfig.from_pretrained(tiny_moe_path() if cfg.model == "tiny" else cfg.model))
     except (OSError, ValueError):
         pass
-    engine = SGLangEngine(cfg.url, max_concurrency=cfg.max_concurrency, timeout=cfg.timeout, top_k_experts=top_k)
+    engine = SGLangEngine(cfg.url, max_concurrency=cfg.max_concurrency, timeout=cfg.timeout, **shape)
     return engine, tokenizer
 
 

@@ -156,6 +156,21 @@ def moe_layer_indices(config) -> list[int]:
     return family.moe_layers(config)
 
 
+def engine_routing_shape(config) -> dict:
+    """``top_k_experts`` and ``moe_layers`` for an engine client that reports routing per decoder layer (SGLang),
+    from the model's config: ``SGLangEngine(url, **engine_routing_shape(config))``. A dense model or a family
+    :data:`FAMILIES` does not know gets ``None`` for ``moe_layers`` (every reported layer is kept).
+
+    Example:
+        >>> from transformers import Qwen3MoeConfig
+        >>> engine_routing_shape(Qwen3MoeConfig(num_hidden_layers=3, mlp_only_layers=[1], num_experts_per_tok=2))
+        {'top_k_experts': 2, 'moe_layers': [0, 2]}
+    """
+    known = getattr(config, "model_type", None) in FAMILIES
+    return {"top_k_experts": getattr(config, "num_experts_per_tok", None),
+            "moe_layers": moe_layer_indices(config) if known else None}
+
+
 def routing_dtype(num_experts: int) -> torch.dtype:
     """int16 when expert ids fit (they do for every model up to 32767 experts), else int32."""
     return torch.int16 if num_experts <= torch.iinfo(torch.int16).max else torch.int32

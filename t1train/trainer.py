@@ -293,8 +293,11 @@ class T1Trainer(GRPOTrainer):
     def _default_engine(self):
         if self.args.engine == "sglang":
             from t1train.engines.sglang import SGLangEngine
+            from t1train.r3 import engine_routing_shape
 
-            return SGLangEngine(self.args.engine_url)
+            # SGLang reports routing per decoder layer: the client needs the policy's top-k and MoE layers for R3
+            config = self.accelerator.unwrap_model(self.model).config
+            return SGLangEngine(self.args.engine_url, **engine_routing_shape(config))
         from t1train.engines.hf import HFEngine
 
         return HFEngine(self.accelerator.unwrap_model(self.model), self.processing_class, seed=self.args.seed)

@@ -57,6 +57,27 @@ def test_training_step_replays_routing_and_the_router_learns(tiny, tmp_path, scr
     assert moved  # gradients reach the router weights through the replayed forward
 
 
+def test_sglang_engine_is_built_with_the_policys_routing_shape(tiny, tmp_path, scripted_env):
+    """``engine="sglang"`` with ``r3``: SGLang reports one routing slot per decoder layer, so the client must know
+    the policy's top-k and MoE layers, or the batch's routing has the wrong shape for the replay."""
+    from t1train.engines.hf import HFEngine
+
+    from .engines.sglang_standin import StandInSGLangServer
+
+    model, tokenizer = tiny
+    served = HFEngine(copy.deepcopy(model), tokenizer)  # the server's own copy: weight updates load into it
+    with StandInSGLangServer(served) as server:
+        trainer = r3_trainer(tiny, tmp_path, scripted_env, engine="sglang", engine_url=server.url)
+        try:
+            assert (trainer.engine.top_k_experts, trainer.engine.moe_layers) == (2, [0, 1])
+            trainer.train()
+        finally:
+            trainer.engine.close()
+    logs = trainer.state.log_history[0]
+    assert trainer.state.global_step == 1 and served.weight_version == "0"  # synced from disk before the rollout
+    assert logs["r3/replayed_tokens"] > 0 and logs["r3/agreement"] == 1.0  # same weights: same routing
+
+
 def test_r3_on_a_dense_model_is_a_clear_error(tmp_path, scripted_env):
     from transformers import LlamaConfig, LlamaForCausalLM
 
