@@ -1,6 +1,6 @@
 """Learning curves on CPU: SFT warm-start, then PPO with critic warm-start vs PPO without vs GRPO, several seeds.
 
-Recipe (``tests/fixtures/touch_learning.py``, shared with the CI learning test): SFT of the tiny MoE on the oracle
+Recipe (``bench/touch_recipe.py``, which the CI learning test runs too): SFT of the tiny MoE on the oracle
 episodes of 12 ``touch`` instances (in every run, ~20 s, in the CI test's order), then RL on a held-out instance
 (``touch-red-blue``) for ``--steps`` optimizer steps of 16 episodes each, in the real env (bubblewrap sandboxes,
 pytest verifiers).
@@ -23,16 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
+import touch_recipe as recipe  # bench/touch_recipe.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
-
-import touch_learning as recipe  # noqa: E402
 
 
 def held_out_score(trainer, seed_offset: int = 0) -> float:

@@ -1,7 +1,7 @@
 """The short, seeded learning test (slow; CI runs it): SFT warm-start, then PPO with a warm-started critic, in the
 real t1 env (bubblewrap sandboxes, pytest verifiers), tiny MoE on CPU.
 
-Recipe (``tests/fixtures/touch_learning.py``): SFT on the oracle episodes of 12 ``touch`` instances, then PPO on a
+Recipe (``bench/touch_recipe.py``): SFT on the oracle episodes of 12 ``touch`` instances, then PPO on a
 held-out instance (``touch-red-blue``), scored on 64 fresh reset/sampling seeds before and after RL.
 
 What is asserted, with the numbers behind the margins (docs/benchmarks-training.md; 2-core machine):
@@ -33,7 +33,7 @@ STEPS = 60
 
 def run_recipe(tmp_path, seed: int) -> dict:
     """SFT then PPO (the recipe), in the real env; held-out scores and the training batches' passing counts."""
-    import touch_learning as recipe
+    import touch_recipe as recipe
 
     run = recipe.sft_then_rl(str(tmp_path / f"seed{seed}"), STEPS, seed, score_random_init=True)
     batches = run["train_passed"]
@@ -49,7 +49,7 @@ def test_sft_then_ppo_raises_the_held_out_score(tmp_path):
     """Seed 0, and seed 1 only if seed 0 falls short: PPO on a 1M-parameter model is seed-sensitive (one of two
     real-env runs of an earlier, lr-1e-3 recipe collapsed to 0), so the claim tested is "the recipe learns", not
     "every seed learns"."""
-    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    sys.path.insert(0, str(ROOT / "bench"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny model on a shared CPU: one thread is the fast setting
     runs = []
