@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from t1env.resources import data_dir
+from t1env.resources import cache_dir, data_dir
 from t1env.sandbox.base import Sandbox, SandboxError
 from t1env.task import Task, TaskError
 
@@ -122,7 +122,7 @@ def runtime_bundle() -> Path:
 
     runner = data_dir("verifiers") / "run_checks.py"
     key = hashlib.sha256(b"layout-2" + runner.read_bytes() + pytest.__version__.encode() + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
-    out = Path.home() / ".cache" / "t1" / f"verifier-{key}"
+    out = cache_dir() / f"verifier-{key}"
     if not (out / "pytest.zip").is_file():
         tmp = out.with_name(out.name + f".tmp{secrets.token_hex(4)}")
         tmp.mkdir(parents=True)

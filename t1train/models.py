@@ -5,8 +5,8 @@ paired with a byte-level BPE tokenizer that t1 trains with ``tokenizers`` on a s
 sessions, chat turns, JSON tool calls), and a ChatML chat template. It knows nothing, but it exercises every path
 a real model does: chat templates, special tokens, BPE merges across turn boundaries, MoE routing.
 
-Building takes about a second. The result is cached under ``$T1_CACHE`` (default ``~/.cache/t1``) in a folder
-keyed by a hash of the recipe, so changing the recipe rebuilds it and two processes never read a half-written
+Building takes about a second. The result is cached in t1's cache folder (``t1env.resources.cache_dir()``:
+``$T1_CACHE_DIR``, default ``~/.cache/t1``) in a folder keyed by a hash of the recipe, so changing the recipe rebuilds it and two processes never read a half-written
 folder (the build is written to a temporary folder and renamed into place).
 
 Example:
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from t1env.resources import cache_dir
 
 # ChatML, as used by Qwen models: each message is `<|im_start|>{role}\n{content}<|im_end|>\n`.
 # Note the newline *after* `<|im_end|>`: the model stops at `<|im_end|>` and never samples that newline,
@@ -119,10 +120,6 @@ def recipe_hash() -> str:
     return hashlib.sha256(json.dumps(recipe(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("T1_CACHE", Path.home() / ".cache" / "t1"))
-
-
 def build_tokenizer():
     """Train the byte-level BPE tokenizer and wrap it as a ``PreTrainedTokenizerFast`` with the ChatML template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -174,7 +171,7 @@ def build_model(tokenizer):
 
 def tiny_moe_path() -> Path:
     """Build the tiny model and tokenizer if needed; return the cached folder (loadable with ``from_pretrained``)."""
-    path = cache_root() / f"tiny-moe-{recipe_hash()}"
+    path = cache_dir() / f"tiny-moe-{recipe_hash()}"
     if (path / "done").exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

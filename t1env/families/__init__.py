@@ -35,12 +35,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from t1env.resources import cache_dir
 from t1env.task import TaskError
 
 INSTANCE_SEP = "@"
 TEST_EVERY = 5  # seed % TEST_EVERY == 0 → test split
 CALIBRATION_SEEDS = (0, 1)  # a test seed and a train seed: `t1env validate --all` runs these per family
-CACHE_ENV = "T1_CACHE_DIR"
 
 
 def split_of_seed(seed: int) -> str:
@@ -193,20 +193,13 @@ def parse_instance_id(ref: str) -> tuple[str, int] | None:
     return name, int(seed)
 
 
-def cache_dir() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]) / "families"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "t1" / "families"
-
-
 def materialize(name: str, seed: int) -> Path:
     """The package folder of ``name@seed``, generated into the cache on first use.
 
     Safe under concurrency: the package is written into a temporary folder and renamed into place.
     """
     fam = get_family(name)
-    parent = cache_dir() / name / fam.version() / str(seed)
+    parent = cache_dir() / "families" / name / fam.version() / str(seed)
     final = parent / fam.package_id(seed)
     if (final / "task.toml").is_file():
         return final

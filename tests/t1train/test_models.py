@@ -18,3 +18,9 @@ def test_tiny_moe_is_a_cached_moe_with_chatml(tiny):
 def test_tokenizer_build_is_deterministic():
     a, b = models.build_tokenizer(), models.build_tokenizer()
     assert a.get_vocab() == b.get_vocab()
+
+
+def test_tiny_model_is_built_in_the_t1_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("T1_CACHE_DIR", str(tmp_path))
+    path = models.tiny_moe_path()
+    assert path.parent == tmp_path and (path / "done").exists()

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from t1env.families import CACHE_ENV
+from t1env.resources import CACHE_ENV
 
 
 @pytest.fixture(autouse=True, scope="session")
