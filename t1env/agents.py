@@ -6,6 +6,7 @@ episode of a :class:`~t1env.env.TerminalEnv` with it.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,9 +18,25 @@ class Agent(Protocol):
     def act(self, observation: str, info: dict) -> Any: ...
 
 
-def oracle_command(task: Task) -> str:
-    """The task's solve.sh as one shell command (a quoted heredoc: nothing in it is expanded)."""
+def oracle_command(task: Task, typed: bool = False) -> str:
+    """The task's ``solution/solve.sh`` as one shell command.
+
+    By default, the script verbatim in a quoted heredoc run by a child ``bash``: nothing in it is expanded, and its
+    ``set -e`` (or any option it sets) applies to that child, as when the script is run as a file. With
+    ``typed=True``, the script's lines as an agent types them into the live shell (what SFT imitates): blank lines,
+    the shebang and ``set -…`` lines are left out, since in the session's own shell ``set -e`` would end the session
+    on the first failing command. Typed, a failing line does not stop the lines after it.
+
+    Example:
+        >>> from t1env.registry import get_task
+        >>> oracle_command(get_task("hello-file"), typed=True).splitlines()[:2]
+        ['cd /app', 'mkdir -p greetings']
+    """
     script = task.solution.read_text(encoding="utf-8", errors="surrogateescape")
+    if typed:
+        keep = [ln for ln in script.splitlines()
+                if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)]
+        return "\n".join(keep)
     fence = "T1_ORACLE_EOF"
     while fence in script:
         fence += "_"

@@ -16,23 +16,13 @@ Example (the tokens RL will sample are the tokens SFT trains on)::
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any, Callable
 
+from t1env.agents import oracle_command
+from t1env.registry import get_task
 from t1train.engines.base import FINISH_STOP, Generation, SamplingParams
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.trajectory import Trajectory
-
-
-def oracle_command(task: str, task_dirs: list[str] | None = None) -> str:
-    """The oracle's shell command for ``task``: its ``solution/solve.sh`` without the shebang and ``set`` lines."""
-    from t1env.registry import get_task
-
-    path = Path(task) if Path(task).is_dir() else get_task(task, task_dirs).path
-    lines = (Path(path) / "solution" / "solve.sh").read_text().splitlines()
-    keep = [ln for ln in lines if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)]
-    return "\n".join(keep)
 
 
 def oracle_turns(command: str) -> list[str]:
@@ -91,7 +81,7 @@ def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env:
             instruction, _ = env.reset(seed=seeds[0])
         finally:
             env.close()
-        scripts[instruction] = oracle_turns(oracle_command(task))
+        scripts[instruction] = oracle_turns(oracle_command(get_task(task), typed=True))
     runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, make_env, SamplingParams(max_new_tokens=1024),
                            rollout or RolloutConfig(max_turns=4))
     trajectories = runner.run([EpisodeSpec(t, s) for s in seeds for t in tasks])
