@@ -23,7 +23,10 @@ import time
 import uuid
 from pathlib import Path
 
+from t1env.sandbox.cgroups import SandboxCgroups
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+_read, _write = SandboxCgroups._read, SandboxCgroups._write  # best-effort cgroup file access
 
 
 def pids_in_namespace(init_pid: int) -> set[int]:
@@ -170,24 +173,3 @@ def _state(pid: int) -> str:
     stat = _read(Path(f"/proc/{pid}/stat"))
     fields = stat.rsplit(")", 1)[-1].split()
     return fields[0] if fields else ""
-
-
-def _read(p: Path) -> str:
-    try:
-        return p.read_text()
-    except OSError:
-        return ""
-
-
-def _write(p: Path, value: str) -> bool:
-    try:
-        fd = os.open(p, os.O_WRONLY)
-    except OSError:
-        return False
-    try:
-        os.write(fd, value.encode())
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
