@@ -183,7 +183,8 @@ def _owner_alive(owner: str) -> bool:
 
 _build_locks: dict[str, threading.Lock] = {}
 _build_locks_guard = threading.Lock()
-_resolved: dict[tuple, str] = {}  # (task path, dockerfile hash) -> image tag, per process
+_resolved: dict[tuple, str] = {}  # (task path, dockerfile hash) -> image tag, per process (oldest first)
+_RESOLVED_MAX = 4096
 
 
 def default_dockerfile(base: str | None = None) -> str:
@@ -240,13 +241,15 @@ def build_image(
     dockerfile_text: str | None = None,
     what: str | None = None,
     log: Callable[[str], None] | None = None,
+    extra_files: Iterable[tuple[str, bytes, int]] = (),
 ) -> str:
     """Build (or find in the cache) an image; returns its tag ``repo:<hash>``.
 
-    ``context`` is a directory, or None for a context holding only ``dockerfile_text``. The tag's
-    hash covers the context's bytes, the Dockerfile and the ids of its FROM images.
+    ``context`` is a directory, or None for a context holding only ``dockerfile_text``; ``extra_files``
+    (name, bytes, mode) are added to it. The tag's hash covers the context's bytes, the Dockerfile
+    and the ids of its FROM images.
     """
-    files = _dir_files(context) if isinstance(context, Path) else []
+    files = (_dir_files(context) if isinstance(context, Path) else []) + list(extra_files)
     if dockerfile_text is not None:
         files = [f for f in files if f[0] != dockerfile] + [(dockerfile, dockerfile_text.encode(), 0o644)]
     text = next((d.decode("utf-8", "replace") for n, d, _ in files if n == dockerfile), None)
@@ -340,6 +343,8 @@ def image_for(task: Task | None, log: Callable[[str], None] | None = None) -> st
     tag = _resolved.get(key)
     if tag is None:
         tag = _resolved[key] = _image_for(task, log)
+        while len(_resolved) > _RESOLVED_MAX:  # one entry per task package: bounded for long runs over families
+            _resolved.pop(next(iter(_resolved)))
     return tag
 
 
@@ -348,30 +353,48 @@ def _resolution_key(task: Task | None) -> tuple:
         return (None,)
     env = task.env_dir
     stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(env.rglob("*")) if p.is_file()) if env.is_dir() else ()
-    return (str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp)
+    from t1env.images import MAP_ENV
+
+    image_map = os.environ.get(MAP_ENV, "")
+    map_stamp = Path(image_map).stat().st_mtime_ns if image_map and Path(image_map).is_file() else None
+    return (str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp, image_map, map_stamp)
 
 
 def _image_for(task: Task | None, log: Callable[[str], None] | None = None) -> str:
     if task is None:
         return default_image(log)
+    from t1env import images
+
     e = task.spec.environment
     df = task.dockerfile
+    mapping = images.load_map()
     if e.docker_image:
         c = client()
-        if _image_exists(c, e.docker_image):
-            return e.docker_image
+        image = mapping.get(e.docker_image, e.docker_image)
+        if _image_exists(c, image):
+            return image
         if df is None:
             try:
-                c.images.pull(e.docker_image)
-                return e.docker_image
+                c.images.pull(image)
+                return image
             except Exception as ex:
+                mapped = f" (mapped from {e.docker_image!r})" if image != e.docker_image else ""
                 raise SandboxError(
-                    f"{task.path}/task.toml: environment.docker_image {e.docker_image!r} is not in the local engine "
-                    f"and could not be pulled ({_one_line(ex)})"
+                    f"{task.path}: environment.docker_image {image!r}{mapped} is not in the local engine and could not be "
+                    f"pulled ({_one_line(ex)}); {images.MAP_HINT}"
                 ) from None
     if df is not None:
         rel = df.relative_to(task.env_dir).as_posix()
-        return build_image(task.env_dir, rel, repo=f"{IMAGE_REPO}/task-{task.id}", what=str(df), log=log)
+        text = images.rewrite_from(df.read_text(encoding="utf-8", errors="replace"), mapping)
+        c = client()
+        for name in images.from_images(text):
+            if not _image_exists(c, name):
+                raise SandboxError(f"{df}: FROM {name}: not in the local Docker engine; {images.MAP_HINT}")
+        extra = ()
+        if task.origin is not None:  # imported tasks' builds see the host's package indexes
+            text, extra = images.index_layer(text), images.index_files()
+        return build_image(task.env_dir, rel, repo=f"{IMAGE_REPO}/task-{task.id}", dockerfile_text=text, what=str(df),
+                           log=log, extra_files=extra)
     return default_image(log)
 
 
@@ -648,9 +671,12 @@ class _Pool:
             _reaper.remove(b)
 
 
-_pools: dict[tuple, _Pool] = {}
+_pools: collections.OrderedDict[tuple, _Pool] = collections.OrderedDict()  # least recently used first
 _pools_lock = threading.Lock()
 _pool_size = int(os.environ.get("T1_DOCKER_POOL_SIZE", "1"))
+# At most this many (image, limits) pools keep warm containers: a run over many task images (e.g. every
+# family instance builds its own) would otherwise keep one container and one thread per image forever.
+MAX_POOLS = int(os.environ.get("T1_DOCKER_MAX_POOLS", "8"))
 _live: set[str] = set()  # ids of containers this process created and has not removed
 
 
@@ -675,11 +701,17 @@ def _pool(image: str, config: SandboxConfig, task_id: str | None) -> _Pool | Non
     if _pool_size <= 0:
         return None
     key = _pool_key(image, config)
+    evicted = []
     with _pools_lock:
         p = _pools.get(key)
         if p is None or p.closed:
             p = _pools[key] = _Pool(image, config, task_id, _pool_size)
-        return p
+        _pools.move_to_end(key)
+        while len(_pools) > max(1, MAX_POOLS):
+            evicted.append(_pools.popitem(last=False)[1])
+    for old in evicted:  # its ready containers go to the reaper; its filler thread ends
+        old.close(wait=0)
+    return p
 
 
 def prewarm(task: Task | None, config: SandboxConfig | None = None, log=None) -> str:
@@ -987,11 +1019,11 @@ class DockerSandbox(Sandbox):
         timed_out = attempt is wrapped and code == 137 and time.monotonic() - t0 >= timeout * 0.95
         return ExecResult(-9 if timed_out else code, out, err, timed_out, time.monotonic() - t0)
 
-    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate") -> VerifierRun:
+    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None) -> VerifierRun:
         """In a verifier container of its own on the pristine image: see :mod:`t1env.sandbox.docker_verifier`."""
         from t1env.sandbox.docker_verifier import run_verifier
 
-        return run_verifier(self, runtime, tests, timeout, mode)
+        return run_verifier(self, runtime, tests, timeout, mode, options)
 
     def foreground_busy(self, shell_pid: int) -> bool:
         r = self.exec(["cat", f"/proc/{shell_pid}/stat"], timeout=5)

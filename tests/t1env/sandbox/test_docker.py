@@ -5,6 +5,7 @@ CI brings the engine and the registry-free base image up with ``.ci/docker-setup
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import subprocess
@@ -154,6 +155,31 @@ def test_stop_is_idempotent_and_leaves_nothing(default_image):
     D._reaper.drain()
     assert cid not in {c["Id"] for c in D.client().api.containers(all=True)}
     assert not sb.alive
+
+
+def test_warm_pools_are_bounded_least_recently_used_first(default_image, monkeypatch):
+    """A run over many images keeps at most MAX_POOLS pools; an evicted pool's warm containers are removed."""
+    monkeypatch.setattr(D, "MAX_POOLS", 2)
+    D.close_pools()
+    cfgs = [SandboxConfig(memory_mb=1100 + i) for i in range(3)]  # three keys no other test uses
+    try:
+        pools = []
+        for cfg in cfgs:
+            pools.append(D._pool(default_image, cfg, None))
+            deadline = time.monotonic() + 60
+            while not pools[-1].ready and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if len(pools) == 1:
+                first_ids = {b.id for b in pools[0].ready}
+        assert first_ids and len(D._pools) == 2 and pools[0].closed and not pools[1].closed and not pools[2].closed
+        D._reaper.drain()
+        live = {c["Id"] for c in D.client().api.containers(all=True, filters={"label": f"{D.LABEL}=1"})}
+        assert pools[0].ready == collections.deque() and not (first_ids & live)
+        D._pool(default_image, cfgs[1], None)  # used again: now the most recent
+        D._pool(default_image, SandboxConfig(memory_mb=1200), None)
+        assert pools[2].closed and not pools[1].closed
+    finally:
+        D.close_pools()
 
 
 def test_warm_pool_start_and_close(default_image):
