@@ -1,6 +1,6 @@
 """T1Trainer and T1Config: batches built from TITO trajectories, the three algorithms, critic warm-start,
-off-policy correction, checkpoints, LoRA. Fast tests use the tiny MoE and the scripted env from conftest.py
-(no sandboxes); the real-env runs are in test_trainer_slow.py."""
+off-policy correction, checkpoints, LoRA. These tests use the tiny MoE and the scripted env from conftest.py (no
+sandboxes); the real-env runs are test_trainer_cli.py's end-to-end run and test_learning_curve.py (both slow)."""
 
 from __future__ import annotations
 
@@ -103,9 +103,13 @@ def test_shared_engine_has_no_train_inference_mismatch(tiny, tmp_path, scripted_
 
 
 # ------------------------------------------------------------------------------------------------ training
+# The router's load-balancing loss moves an MoE with no advantage at all; these tests turn it off
+# (router_aux_loss_coef=0) so that whatever moves the policy is the policy gradient.
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo", "gspo"])
 def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm):
-    trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm=algorithm)
+    """A full step (rollout, scoring, loss, optimizer) on episodes that all score 0: every advantage is 0, so the
+    step must log its metrics and leave the policy exactly as it was."""
+    trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm=algorithm, router_aux_loss_coef=0.0)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     logs = trainer.state.log_history[0]
@@ -114,8 +118,55 @@ def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm
         assert key in logs, key
     if algorithm == "ppo":
         assert "critic/value_loss" in logs and "critic/value_mean" in logs
-    moved = any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
-    assert moved  # the router aux loss moves the MoE even when every advantage is 0
+    assert trainer.state.global_step == 1 and logs["t1/passed_mean"] == 0.0
+    assert all(torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+
+
+def _action_logps(trainer, batch) -> torch.Tensor:
+    """Per-episode sum of the policy's log-probs of its sampled action tokens."""
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask,
+                                                                  batch["completion_ids"].shape[1])
+    return (logps * batch["tool_mask"]).sum(dim=1)
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo", "gspo"])
+def test_the_policy_gradient_follows_the_advantages(tiny, tmp_path, scripted_env, algorithm):
+    """From rewards to a gradient step, on a batch whose groups each hold a passing and a failing episode: the step
+    makes the passing episodes' actions more likely and the failing ones' less; with the advantages zeroed, the
+    gradient is exactly zero."""
+    trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm=algorithm, router_aux_loss_coef=0.0)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # what the training loop sets before each step
+    tokenizer = trainer.tokenizer
+    seeds = [0, 1, 0, 1]  # groups of num_generations=2: (passing, failing) twice
+    scripts = {"Task scripted (seed 0)": SCRIPT, "Task scripted (seed 1)": oracle_turns("ls")}
+    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, lambda t: scripted_env(t),
+                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
+    trajectories = runner.run([EpisodeSpec("scripted", seed) for seed in seeds])
+    assert [t.reward for t in trajectories] == [1.0, 0.0, 1.0, 0.0]
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
+    batch.pop("returns", None)  # the critic's loss: not the policy's
+
+    def gradients(inputs):
+        trainer.model.zero_grad(set_to_none=True)
+        trainer.compute_loss(trainer.model, inputs).backward()
+        return {n: p.grad for n, p in trainer.model.named_parameters() if p.grad is not None}
+
+    zero = gradients({**batch, "advantages": torch.zeros_like(batch["advantages"])})
+    assert all(not g.any() for g in zero.values())  # no advantage, no policy gradient
+
+    grads = gradients(batch)
+    before = _action_logps(trainer, batch)
+    with torch.no_grad():
+        for n, p in trainer.model.named_parameters():
+            if n in grads:
+                p -= 0.2 * grads[n]
+    change = _action_logps(trainer, batch) - before
+    assert change[0] > 0 and change[2] > 0, change  # passing episodes: more likely
+    assert change[1] < 0 and change[3] < 0, change  # failing episodes: less likely
 
 
 def test_critic_warm_start_fits_the_critic_and_leaves_the_policy_alone(tiny, tmp_path, scripted_env):
@@ -162,12 +213,23 @@ def test_warm_start_refits_every_round_and_is_not_held_by_the_value_clip(tiny, t
     assert batch["old_values"][mask].mean().item() > 0.5  # 10x the value clip: the clip did not hold it back
 
 
-def test_warm_start_stops_at_the_explained_variance_threshold(tiny, tmp_path, scripted_env, monkeypatch):
-    trainer = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=5, critic_warmup_ev_threshold=0.5)
-    import t1train.trainer as tr
+def test_warm_start_stops_at_the_explained_variance_threshold(tiny, tmp_path, scripted_env):
+    """Even seeds pass one check, odd seeds none: the critic can learn the returns from the prompt. Each round's
+    explained variance is measured on a fresh batch before fitting it; the first round to reach the threshold is
+    the last."""
+    model, tokenizer = tiny
+    scripts = {f"Task scripted (seed {s})": oracle_turns("touch a" if s % 2 == 0 else "ls") for s in range(4)}
+    import copy
 
-    monkeypatch.setattr(tr.ppo, "explained_variance", lambda *a: 0.9)
-    assert len(trainer.warm_start_critic()) == 1
+    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, train_seeds=[0, 1, 2, 3], per_device_train_batch_size=8,
+                                                    critic_warmup_iterations=8, critic_warmup_epochs=4,
+                                                    critic_warmup_ev_threshold=0.5, critic_learning_rate=3e-3),
+                        processing_class=tokenizer, engine=OracleEngine(tokenizer, scripts),
+                        make_env=lambda t: scripted_env(t))
+    evs = [r["explained_variance"] for r in trainer.warm_start_critic()]
+    assert evs[0] == 0.0  # the zero-initialised head predicts nothing
+    assert 1 < len(evs) < 8 and evs[-1] >= 0.5, evs  # it learned, and stopped once it reached the threshold
+    assert all(ev < 0.5 for ev in evs[:-1]), evs  # and not before
 
 
 def test_checkpoint_resume_restores_the_critic(tiny, tmp_path, scripted_env):
