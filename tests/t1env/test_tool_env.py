@@ -1,7 +1,9 @@
 """TerminalToolEnv is what TRL's GRPOTrainer(environment_factory=...) expects."""
 
+import copy
 import inspect
 
+import pytest
 from transformers.utils import get_json_schema
 
 from t1env.agents import oracle_command
@@ -68,3 +70,38 @@ def test_close_is_not_offered_to_the_model_as_a_tool():
     # TRL lists the class's public functions as tools; close must work but stay off that list
     assert "close" not in [n for n, _ in inspect.getmembers(TerminalToolEnv, predicate=inspect.isfunction)]
     assert callable(TerminalToolEnv(task="hello-file").close)
+
+
+def test_trl_grpo_trainer_trains_a_step_with_environment_factory(live_sandboxes, tmp_path, monkeypatch):
+    """The README's claim, run: TRL's own GRPOTrainer(environment_factory=TerminalToolEnv) trains one step of the
+    tiny MoE on CPU. Each rollout resets a real episode of the row's task and is scored by its verifier; nothing is
+    left running. The random model never emits a well-formed tool call, so the tool loop itself is not reached."""
+    trl = pytest.importorskip("trl")
+    from datasets import Dataset
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from t1train.models import tiny_moe
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model, tokenizer = tiny_moe()
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.chat_template = qwen2_5_chat_template  # a tool-calling template TRL knows how to parse
+    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, num_generations=2, per_device_train_batch_size=2,
+                          max_completion_length=16, bf16=False, report_to="none", save_strategy="no",
+                          activation_checkpointing=True, dataloader_pin_memory=False, disable_tqdm=True, seed=0)
+    data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "Solve the task in the terminal."}]] * 2,
+                              "task": ["hello-file"] * 2})
+    before = live_sandboxes()
+    trainer = trl.GRPOTrainer(model=copy.deepcopy(model), args=args, train_dataset=data, processing_class=tokenizer,
+                              environment_factory=TerminalToolEnv)
+    trainer.train()
+    envs = [env for pool in trainer._environment_pool.values() for env in pool]
+    try:
+        assert trainer.state.global_step == 1
+        assert trainer.state.log_history[0]["rewards/TerminalToolEnv/mean"] == 0.0  # nothing done, nothing passes
+        assert len(envs) == 2 and all(env.last_info.get("task_id") == "hello-file" for env in envs)
+        assert all(env.last_info.get("total") == 5 for env in envs)  # each episode went through the verifier
+        assert live_sandboxes() == before  # every episode ended and freed its sandbox
+    finally:
+        for env in envs:
+            env.close()
