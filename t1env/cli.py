@@ -8,6 +8,8 @@
     t1env gc
     t1env catalog                       (the markdown of docs/tasks.md)
     t1env decontam --against PATH [--threshold X] [--n N] [--family-seeds K] [--json]
+    t1env eval TASK... [--agent ...] [--attempts K] [--concurrency N] [--out DIR | --resume DIR]  (docs/eval.md)
+    t1env report DIR [DIR_B]
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 def _cmd_list(args) -> int:
     rows = []
+    found = discover()
     for tid in list_tasks(split=args.split):
         t = get_task(tid)
         rows.append(
@@ -57,7 +60,7 @@ def _cmd_list(args) -> int:
                 "category": t.spec.category,
                 "difficulty": t.spec.difficulty,
                 "checks": len(t.declared_checks()),
-                "split": split_of(tid),
+                "split": split_of(tid, pkg=found.get(tid)),
                 "title": t.spec.title,
             }
         )
@@ -89,9 +92,18 @@ def _cmd_show(args) -> int:
     s = t.spec
     console.print(f"[bold]{escape(s.id)}[/bold] — {escape(s.title)}")
     instance = parse_instance_id(args.task)
-    split = split_of_seed(instance[1]) if instance else split_of(s.id)
+    split = split_of_seed(instance[1]) if instance else split_of(s.id, pkg=t.path)
     console.print(f"category {s.category} · difficulty {s.difficulty} · split {split} · tags {', '.join(s.tags) or '-'}")
     console.print(f"path {t.path}")
+    if t.origin is not None:
+        o = t.origin
+        console.print(f"format {o.format} · verifier {o.verifier}" + (f" ({o.script})" if o.script else "")
+                      + (f" · eval-only: {escape(o.eval_only)}" if o.eval_only else "")
+                      + (f" · steps {', '.join(st.origin.step_name for st in o.steps)}" if o.steps else ""))
+        for n in o.notes:
+            console.print(f"  note: {escape(n)}")
+        if o.local_problem:
+            console.print(f"  local backend: {escape(o.local_problem)}")
     console.print(f"limits {s.limits.model_dump()}")
     console.print(f"environment {s.environment.model_dump(exclude_none=True)}")
     console.print(f"checks ({len(t.declared_checks())}): " + ", ".join(t.declared_checks()))
@@ -302,6 +314,27 @@ def _cmd_decontam(args) -> int:
     return 1 if matches else 0
 
 
+def _cmd_export(args) -> int:
+    from t1env.export import export
+
+    tasks = [get_task(t) for t in args.tasks]
+    for d in export(tasks, args.format, args.out):
+        console.print(f"wrote {d}")
+    return 0
+
+
+def _cmd_images(args) -> int:
+    from t1env import images
+
+    entries = images.build_bases(log=None if args.quiet else (lambda line: err_console.print(escape(line), highlight=False)))
+    for public, local in entries.items():
+        console.print(f"{public} -> {local}")
+    if args.map:
+        images.write_map(Path(args.map), entries)
+        console.print(f"wrote {args.map}: use it with --image-map {args.map} or {images.MAP_ENV}={args.map}")
+    return 0
+
+
 def _at_least_one(text: str) -> int:
     """argparse type: an integer >= 1 (``validate --runs 0`` would pass a task without a single oracle run)."""
     try:
@@ -316,17 +349,21 @@ def _at_least_one(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="t1env", description="t1 terminal environments: tasks, sandboxes, verifiers.")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
+                        help="another folder of task packages (t1, Terminal-Bench or Harbor layout); repeatable")
+    common.add_argument("--image-map", metavar="FILE", help="TOML map of public image = local image (sets T1ENV_IMAGE_MAP)")
 
-    p = sub.add_parser("list", help="list the known tasks")
+    p = sub.add_parser("list", help="list the known tasks", parents=[common])
     p.add_argument("--split", choices=["train", "test"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_list)
 
-    p = sub.add_parser("show", help="show one task")
+    p = sub.add_parser("show", help="show one task", parents=[common])
     p.add_argument("task", help="task id or path")
     p.set_defaults(fn=_cmd_show)
 
-    p = sub.add_parser("run", help="run one episode and print the per-check results")
+    p = sub.add_parser("run", help="run one episode and print the per-check results", parents=[common])
     p.add_argument("task", help="task id or path")
     p.add_argument("--agent", choices=["oracle", "nop", "human"], default="oracle")
     p.add_argument("--backend", choices=BACKENDS, default="local")
@@ -336,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(fn=_cmd_run)
 
-    p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier")
+    p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier", parents=[common])
     p.add_argument("paths", nargs="*", help="task folders (or ids)")
     p.add_argument("--all", action="store_true", help="every known task and the calibration seeds of every family")
     p.add_argument("--runs", type=_at_least_one, default=None,
@@ -366,6 +403,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--family-seeds", type=int, default=3, help="instances per family to compare (seeds 0..K-1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_decontam)
+
+    p = sub.add_parser("export", help="write t1 tasks as Harbor or Terminal-Bench task folders (docs/compat.md)")
+    p.add_argument("tasks", nargs="+", metavar="TASK", help="task ids or folders")
+    p.add_argument("--format", required=True, choices=["harbor", "terminal-bench"])
+    p.add_argument("--out", required=True, help="folder to write the task folders into")
+    p.set_defaults(fn=_cmd_export)
+
+    p = sub.add_parser("images", help="local images for imported tasks (docs/compat.md)")
+    isub = p.add_subparsers(dest="images_cmd", required=True)
+    q = isub.add_parser("build-bases", help="build local stand-ins for the common Terminal-Bench base images")
+    q.add_argument("--map", help="image map file to write the entries into (TOML)")
+    q.add_argument("--quiet", action="store_true", help="do not stream the build log")
+    q.set_defaults(fn=_cmd_images)
+
+    from t1env.eval.command import add_parsers as add_eval_parsers
+
+    add_eval_parsers(sub)  # eval, report
     return ap
 
 
@@ -373,8 +427,19 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `t1env list | head` ends quietly
     args = build_parser().parse_args(argv)
+    from t1env.images import MAP_ENV, ImageMapError, load_map
+    from t1env.registry import PATH_ENV
+
+    if getattr(args, "tasks_dir", None):
+        os.environ[PATH_ENV] = os.pathsep.join([*args.tasks_dir, *filter(None, [os.environ.get(PATH_ENV)])])
+    if getattr(args, "image_map", None):
+        os.environ[MAP_ENV] = str(Path(args.image_map).resolve())
     try:
+        load_map()  # a malformed map fails now, in one line
         return args.fn(args)
+    except ImageMapError as e:
+        err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
+        return 2
     except (TaskError, SandboxError, ValueError) as e:
         err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
         return 2
