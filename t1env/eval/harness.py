@@ -183,6 +183,8 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
             env.close()
     if result["error"] and result["end_reason"] is None:
         result["end_reason"] = result["error"]["kind"]
+    if result["error"]:
+        rec.note(f"trial ended by {result['error']['kind']}: {result['error']['message']}")
     result["wall_time_s"] = time.monotonic() - t0
     result["finished_at"] = _now()
     result["tokens"] = {"prompt": rec.prompt_tokens, "completion": rec.completion_tokens}

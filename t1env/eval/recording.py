@@ -119,6 +119,10 @@ class TrialRecorder:
             text = observation if observation.endswith("\n") else observation + "\n"
             self.events.append([round(max(t_done, t_sent), 6), "o", _crlf(text)])
 
+    def note(self, text: str) -> None:
+        """A line from t1 in the terminal recording (e.g. why a trial ended early)."""
+        self.events.append([round(self.elapsed(), 6), "o", _crlf(f"[t1] {text}\n")])
+
     def trajectory(self, notes: str | None = None, extra: dict | None = None) -> dict:
         agent: dict[str, Any] = {"name": self.agent_name, "version": self.agent_version}
         if self.model_name:

@@ -1,0 +1,75 @@
+"""Every trajectory.json of a job validates with the `harbor` package's own ATIF models, and every terminal.cast
+loads with the `asciinema` package's parser (and `asciinema cat` replays it). Harbor needs Python >= 3.12: the
+test makes a venv with it in t1's cache folder the first time (CI has the package registry)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from t1env.eval import EvalConfig, run_job
+from t1env.resources import cache_dir
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_bwrap]
+
+CHECK = r"""
+import json, subprocess, sys
+from pathlib import Path
+from harbor.models.trajectories import Trajectory
+from asciinema.asciicast import open_from_url
+n_traj = n_cast = 0
+for job in sys.argv[1:]:
+    for p in sorted(Path(job).glob("*/trajectory.json")):
+        t = Trajectory.model_validate(json.loads(p.read_text()))
+        assert t.steps[0].source == "user" and all(s.source == "agent" for s in t.steps[1:]), p
+        n_traj += 1
+    for p in sorted(Path(job).glob("*/terminal.cast")):
+        with open_from_url(str(p)) as cast:
+            times = [e[0] for e in cast.events()]
+        assert cast.v2_header["version"] == 2 and times == sorted(times) and times, p
+        out = subprocess.run([sys.executable, "-m", "asciinema", "cat", str(p)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        n_cast += 1
+print(json.dumps({"trajectories": n_traj, "casts": n_cast}))
+"""
+
+
+def _python312() -> str | None:
+    """A working python3.12 or 3.13: on PATH, or one of pyenv's versions (its shim fails when not selected)."""
+    found = [shutil.which("python3.12"), shutil.which("python3.13")]
+    found += sorted(str(p) for p in Path("~/.pyenv/versions").expanduser().glob("3.1[23]*/bin/python3"))
+    for py in filter(None, found):
+        if subprocess.run([py, "-V"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+@pytest.fixture(scope="module")
+def interop_python():
+    py312 = _python312()
+    if py312 is None:
+        pytest.skip("no python3.12 or 3.13 (the harbor package needs Python >= 3.12)")
+    venv = cache_dir() / "interop-py312"
+    python = venv / "bin" / "python"
+    if subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True).returncode != 0:
+        subprocess.run([py312, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "harbor", "asciinema"], check=True)
+    return python
+
+
+def test_trajectories_and_casts_validate_with_harbor_and_asciinema(tmp_path, interop_python):
+    here = str(Path(__file__).parent)
+    sys.path.insert(0, here)
+    try:
+        run_job(EvalConfig(tasks=["hello-file", "log-error-summary"], agent="oracle", attempts=2), tmp_path / "o")
+        run_job(EvalConfig(tasks=["hello-file"], agent="noop"), tmp_path / "n")
+        run_job(EvalConfig(tasks=["hello-file"], agent="blocking_agent:RaisingAgent"), tmp_path / "e")
+    finally:
+        sys.path.remove(here)
+    out = subprocess.run([str(interop_python), "-c", CHECK, str(tmp_path / "o"), str(tmp_path / "n"),
+                          str(tmp_path / "e")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"trajectories": 6, "casts": 6}
