@@ -44,10 +44,14 @@ apt_install = { \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(1) >/dev/null; }
 
 # t1 counts as installed when it imports from the interpreter's site-packages (-I: not from the current
-# folder), from this checkout, with its `t1env` command.
-T1_INSTALLED := $(PY) -I -c 'import pathlib, sys, sysconfig, t1env; \
-	here = pathlib.Path(t1env.__file__).resolve().parent == pathlib.Path("t1env").resolve(); \
-	sys.exit(not (here and pathlib.Path(sysconfig.get_path("scripts"), "t1env").exists()))'
+# folder), from this checkout, with its `t1env` command, installed after pyproject.toml last changed (so a
+# `git pull` that adds a dependency installs again).
+T1_INSTALLED := $(PY) -I -c 'import importlib.metadata as md, pathlib, sys, sysconfig, t1env; \
+	dist = md.distribution("t1"); \
+	meta = dist.locate_file(next(f for f in dist.files if f.name == "METADATA")); \
+	sys.exit(not (pathlib.Path(t1env.__file__).resolve().parent == pathlib.Path("t1env").resolve() \
+	  and pathlib.Path(sysconfig.get_path("scripts"), "t1env").exists() \
+	  and meta.stat().st_mtime >= pathlib.Path("pyproject.toml").stat().st_mtime))'
 
 .PHONY: demo test test-fast python which-python setup-core setup-all system-deps bench docs-tasks
 
