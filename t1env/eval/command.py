@@ -132,6 +132,8 @@ def cmd_eval(args) -> int:
                         description=f"{config.agent} · {already} done before" if already else config.agent)
 
     def on_trial(r: dict, m: dict) -> None:
+        if args.json:
+            return
         mark = "resolved" if r["resolved"] else (r["error"]["kind"] if r["error"] else "not resolved")
         progress.console.print(f"{escape(r['trial'])}: {r['passed']}/{r['total']} {mark} ({r['wall_time_s']:.1f}s)",
                                highlight=False)
