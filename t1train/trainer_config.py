@@ -1,0 +1,134 @@
+"""T1Config: the training arguments of :class:`t1train.trainer.T1Trainer` (TRL's ``GRPOConfig`` plus t1's fields).
+
+Split from ``trainer.py`` the way TRL keeps ``grpo_config.py`` beside ``grpo_trainer.py``; import it from
+either module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig
+
+from t1train import ppo
+from t1train.rollout import DEFAULT_SYSTEM_PROMPT
+
+ALGORITHMS = ("ppo", "grpo", "gspo")
+
+
+@dataclass
+class T1Config(GRPOConfig):
+    """Training arguments: TRL's ``GRPOConfig`` plus the t1 fields below (see ``docs/training.md``).
+
+    Reused from ``GRPOConfig``: ``num_generations`` (episodes per task and seed: a GRPO group),
+    ``per_device_train_batch_size``, ``steps_per_generation``, ``num_iterations``, ``learning_rate``,
+    ``temperature``/``top_p``/``top_k`` (sampling, and the trainer's log-prob temperature), ``loss_type``,
+    ``epsilon``/``epsilon_high`` (policy clip), ``importance_sampling_level``, ``beta`` (KL to a reference),
+    ``scale_rewards``, ``max_steps``, ``save_steps``, ``output_dir``, ``seed``.
+    """
+
+    algorithm: str = field(default="ppo", metadata={"help": "ppo (actor-critic), grpo or gspo."})
+    # ---- episodes
+    tasks: list[str] = field(default_factory=lambda: ["hello-file"],
+                             metadata={"help": "Task ids or task package paths to train on."})
+    train_seeds: list[int] = field(default_factory=lambda: [0],
+                                   metadata={"help": "Reset seeds; the train set is every (task, seed) pair."})
+    env_backend: str = field(default="local", metadata={"help": "Sandbox backend: local (bubblewrap) or docker."})
+    env_kwargs: dict = field(default_factory=dict,
+                             metadata={"help": 'Extra gym.make("T1Terminal-v0", ...) arguments.'})
+    max_turns: int = field(default=8, metadata={"help": "Assistant turns per episode."})
+    max_new_tokens: int = field(default=64, metadata={"help": "Tokens the engine may sample per turn."})
+    max_context_tokens: int = field(default=4096, metadata={"help": "End an episode before its context exceeds this."})
+    rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
+    system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every episode."})
+    # ---- engine
+    engine: str = field(default="hf", metadata={
+        "help": "hf: sample in this process with the policy's own parameters (no weight copy); sglang: an SGLang "
+                "server at engine_url, updated from disk after each step."})
+    engine_url: str = field(default="http://127.0.0.1:30000", metadata={"help": "SGLang server URL."})
+    # ---- rewards and advantages
+    per_turn_rewards: bool = field(default=False, metadata={
+        "help": "Put each turn's env reward on that turn's last token (default: the episode reward on its last "
+                "action token)."})
+    gamma: float = field(default=1.0, metadata={"help": "Discount per action token (ppo)."})
+    gae_lambda_actor: float = field(default=0.95, metadata={"help": "GAE lambda of the policy's advantages (ppo)."})
+    gae_lambda_critic: float = field(default=1.0, metadata={"help": "GAE lambda of the critic's targets (ppo)."})
+    whiten_advantages: bool = field(default=True, metadata={"help": "Normalize ppo advantages over the batch."})
+    # ---- critic
+    value_model_path: str | None = field(default=None, metadata={
+        "help": "Critic to start from (a ValueModel folder or any causal-LM folder); default: a copy of the policy."})
+    critic_learning_rate: float = field(default=1e-4, metadata={"help": "The critic's AdamW learning rate."})
+    critic_max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping of the critic."})
+    cliprange_value: float | None = field(default=0.2, metadata={
+        "help": "Clip the new values to old value +- this (null: unclipped squared error)."})
+    critic_warmup_iterations: int = field(default=0, metadata={
+        "help": "Critic warm-start: rounds of critic-only fitting on rollouts of the frozen initial policy (ppo)."})
+    critic_warmup_epochs: int = field(default=4, metadata={
+        "help": "Passes, per warm-start round, over all warm-start batches collected so far."})
+    critic_warmup_ev_threshold: float = field(default=0.8, metadata={
+        "help": "End the warm-start once explained variance on a fresh batch reaches this."})
+    # ---- off-policy correction
+    off_policy_correction: str = field(default="token_truncate", metadata={
+        "help": "Importance weights trainer/sampler: none, token_truncate, sequence_truncate, token_mask, "
+                "sequence_mask."})
+    off_policy_clip: float = field(default=2.0, metadata={"help": "Cap (truncate) or bound (mask) of the weights."})
+    # ---- R3
+    r3: bool = field(default=False, metadata={
+        "help": "Rollout routing replay: record the sampler's MoE expert choices and replay them in the training "
+                "forwards (needs an MoE policy; see t1train/r3.py)."})
+    # ---- evaluation on held-out episodes
+    eval_tasks: list[str] = field(default_factory=list, metadata={"help": "Tasks for periodic evaluation."})
+    eval_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Reset seeds for evaluation."})
+    eval_every_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: never)."})
+    eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for evaluation."})
+    # ---- files
+    save_trajectories: bool = field(default=True, metadata={
+        "help": "Append every episode to <output_dir>/trajectories.jsonl as it finishes (see the module docstring)."})
+    # ---- TRL defaults that suit t1
+    logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
+    report_to: Any = field(default="none", metadata={"help": "Where to report logs (none, tensorboard, wandb...)."})
+    num_generations: int | None = field(default=4, metadata={"help": "Episodes per (task, seed): a GRPO group."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Episodes per micro-batch."})
+    dataloader_pin_memory: bool = field(default=False, metadata={
+        "help": "The dataloader yields episode specs (task, seed), not tensors: there is nothing to pin."})
+    gradient_checkpointing: bool | None = field(default=None, metadata={
+        "help": "Deprecated alias of activation_checkpointing (transformers 5); TRL's GRPOConfig sets it to True, "
+                "t1 sets activation_checkpointing instead."})
+
+    def __post_init__(self):
+        if self.activation_checkpointing is None and self.gradient_checkpointing is None:
+            self.activation_checkpointing = True  # TRL's default, under the name transformers 5 does not deprecate
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if self.algorithm == "gspo" and self.importance_sampling_level == "token":
+            self.importance_sampling_level = "sequence"  # GSPO is the sequence-level ratio
+        if self.algorithm == "ppo" and self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):
+            raise ValueError(f"ppo needs a clipped-ratio loss_type (dapo, grpo, bnpo, dr_grpo), got {self.loss_type!r}")
+        if self.off_policy_correction not in ppo.OFF_POLICY_MODES:
+            raise ValueError(f"off_policy_correction must be one of {ppo.OFF_POLICY_MODES}, "
+                             f"got {self.off_policy_correction!r}")
+        if self.off_policy_clip <= 1.0:
+            raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
+        if self.engine not in ("hf", "sglang"):
+            raise ValueError(f"engine must be 'hf' or 'sglang', got {self.engine!r}")
+        for name in ("gamma", "gae_lambda_actor", "gae_lambda_critic"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.critic_warmup_iterations < 0 or self.critic_warmup_epochs < 1:
+            raise ValueError("critic_warmup_iterations must be >= 0 and critic_warmup_epochs >= 1")
+        if self.critic_warmup_iterations and self.algorithm != "ppo":
+            raise ValueError(f"critic_warmup_iterations needs algorithm='ppo' (got {self.algorithm!r}): "
+                             "grpo and gspo have no critic")
+        if not self.tasks:
+            raise ValueError("tasks is empty: give at least one task id or task package path")
+        if self.max_turns < 1 or self.max_new_tokens < 1:
+            raise ValueError("max_turns and max_new_tokens must be >= 1")
+        if self.eval_every_steps and not self.eval_tasks:
+            raise ValueError("eval_every_steps is set but eval_tasks is empty")
+        if self.bf16 is None and not self.fp16:  # TRL defaults to bf16, which a CPU-only machine cannot do
+            self.bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        super().__post_init__()
+
+
