@@ -62,18 +62,27 @@ def oracle_command_count(task: Task) -> int:
 
 
 class OracleAgent:
-    """Runs the task's ``solution/solve.sh`` as one command, then submits."""
+    """Runs the task's ``solution/solve.sh`` as one command, then submits. Imported tasks
+    (:mod:`t1env.formats.oracle`): a Terminal-Bench ``solution.yaml`` is typed key by key, a Harbor
+    ``solve.sh`` runs from ``/solution``; a multi-step task's oracle plays each step's solution."""
 
     def __init__(self, task: Task, timeout: float | None = None):
         self.task = task
         self.timeout = timeout or task.spec.limits.agent_timeout
-        self._ran = False
+        self._plan: list | None = None
+        self._step = 0
 
     def act(self, observation: str, info: dict) -> Any:
-        if self._ran:
-            return {"submit": True}
-        self._ran = True
-        return {"command": oracle_command(self.task), "timeout": self.timeout}
+        step = info.get("step", self._step)  # reset() and a multi-step task's step change carry "step"
+        if self._plan is None or step != self._step:
+            self._step, self._plan = step, self._actions(step)
+        return self._plan.pop(0) if self._plan else {"submit": True}
+
+    def _actions(self, step: int) -> list:
+        from t1env.formats.oracle import oracle_actions
+
+        task = self.task.origin.steps[step] if self.task.origin is not None and self.task.origin.steps else self.task
+        return oracle_actions(task, self.timeout) or [{"command": oracle_command(task), "timeout": self.timeout}]
 
 
 class NopAgent:

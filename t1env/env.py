@@ -164,6 +164,8 @@ class TerminalEnv(gym.Env[str, Any]):
         self._t_start = 0.0
         self._last = ""
         self.last_verification: VerifyResult | None = None
+        self._step = 0  # Harbor multi-step tasks (t1env.formats.steps): the step being played
+        self._step_results: list[VerifyResult] = []
 
     # -- limits of the current episode --------------------------------------------------------
     @property
@@ -202,6 +204,7 @@ class TerminalEnv(gym.Env[str, Any]):
         self._done = False
         self._t_start = time.monotonic()
         self.last_verification = None
+        self._step, self._step_results = 0, []
         self._last = f"[task {self.task.id}]\n{self.task.instruction}\n"
         info = {
             "task_id": self.task.id,
@@ -213,6 +216,8 @@ class TerminalEnv(gym.Env[str, Any]):
             "limits": dict(self.sandbox.limits),
             "verifier_mode": self.task.spec.verifier.mode,
         }
+        if self._steps():
+            info.update(step=0, steps=len(self._steps()))
         return self.task.instruction, info
 
     def _launch(self, task: Task) -> tuple[Sandbox, ShellSession]:
@@ -268,6 +273,12 @@ class TerminalEnv(gym.Env[str, Any]):
         kind, payload = self._parse(action)
         info: dict[str, Any] = {"task_id": self.task.id if self.task else None, "action": kind}
         if kind == "submit":
+            if self._step < len(self._steps()) - 1:
+                nxt = self._next_step(info)
+                if nxt is not None:
+                    return nxt, 0.0, False, False, info
+                obs = self._finish(info, "min_reward")
+                return obs, self._reward(), True, False, info
             obs = self._finish(info, "submitted")
             return obs, self._reward(), True, False, info
 
@@ -356,12 +367,41 @@ class TerminalEnv(gym.Env[str, Any]):
         cap = self.observation_space.max_length
         return obs if len(obs) <= cap else obs[: cap - 40] + "\n[t1] observation cut to fit the space\n"
 
+    def _steps(self) -> tuple:
+        return self.task.origin.steps if self.task is not None and self.task.origin is not None else ()
+
+    def _next_step(self, info: dict) -> str | None:
+        """Verify the current step of a multi-step task; the next step's instruction, or None when its gate stops the episode."""
+        from t1env.formats.steps import gate
+
+        steps = self._steps()
+        cur = steps[self._step]
+        res = verify(self.sandbox, cur, self._verifier_timeout)
+        self._step_results.append(res)
+        info["step_result"] = res.to_info()
+        stop = gate(cur, res)
+        if stop is not None:
+            info["gate"] = stop
+            return None
+        self._step += 1
+        nxt = steps[self._step]
+        self._prepare_workdir(nxt, self.sandbox)
+        info["step"] = self._step
+        self._last = f"[task {self.task.id}, step {nxt.origin.step_name}]\n{nxt.instruction}\n"
+        return nxt.instruction
+
     def _finish(self, info: dict, reason: str, run_verifier: bool = True) -> str:
         assert self.task is not None
         self._done = True
         info["end_reason"] = reason
         info["elapsed"] = time.monotonic() - self._t_start
-        if run_verifier and self.sandbox is not None:
+        if self._steps() and run_verifier and self.sandbox is not None:
+            from t1env.formats.steps import combine
+
+            if len(self._step_results) <= self._step:
+                self._step_results.append(verify(self.sandbox, self._steps()[self._step], self._verifier_timeout))
+            res = combine(self.task, self._step_results)
+        elif run_verifier and self.sandbox is not None:
             res = verify(self.sandbox, self.task, self._verifier_timeout)
         else:
             res = not_run(self.task.declared_checks(), f"episode ended: {reason}", reason)

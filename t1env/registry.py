@@ -13,11 +13,14 @@ Sources, in order (an id found twice is an error that names both folders):
        [project.entry-points."t1env.tasks"]
        my_tasks = "my_tasks:TASKS_DIR"
 
-A directory holding ``task.toml`` is one task; otherwise each of its sub-folders holding
-``task.toml`` is one. The task id is the folder name.
+A directory holding ``task.toml`` (or a Terminal-Bench ``task.yaml``) is one task; otherwise each of
+its sub-folders holding one is. The task id is the folder name. Terminal-Bench and Harbor folders
+are read by :mod:`t1env.formats`.
 
 Splits: every task is in ``train`` or ``test`` by a stable hash of its id (one in five is
-``test``), so splits never change when tasks are added.
+``test``), so splits never change when tasks are added. Imported benchmark tasks (canary string,
+benchmark org, ``.t1-eval-only`` marker: :mod:`t1env.formats`) are always ``test``, and
+:func:`training_tasks` refuses them.
 
 Family instances (``logs@17``, see :mod:`t1env.families`) are resolved by :func:`get_task` too;
 they are generated on first use and never listed by :func:`list_tasks` (there are unboundedly many).
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Iterable
 
 from t1env.resources import data_dir
-from t1env.task import TASK_FILE, Task, TaskError, load_task
+from t1env.task import Task, TaskError, is_task_package, load_task, manifest
 
 ENTRY_POINT_GROUP = "t1env.tasks"
 PATH_ENV = "T1ENV_TASK_PATH"
@@ -45,11 +48,11 @@ def builtin_tasks_dir() -> Path:
 
 
 def _packages_in(d: Path) -> list[Path]:
-    if (d / TASK_FILE).is_file():
+    if is_task_package(d):
         return [d]
     if not d.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if (p / TASK_FILE).is_file())
+    return sorted(p for p in d.iterdir() if p.is_dir() and is_task_package(p))
 
 
 def _entry_point_dirs() -> list[Path]:
@@ -84,8 +87,37 @@ def discover(task_dirs: Iterable[str | Path] | None = None) -> dict[str, Path]:
     return found
 
 
-def split_of(task_id: str) -> str:
+def split_of(task_id: str, task_dirs: Iterable[str | Path] | None = None, pkg: Path | None = None) -> str:
+    """``train`` or ``test``: a stable hash of the id; an eval-only (imported benchmark) task is always ``test``."""
+    if eval_only(pkg if pkg is not None else task_id, task_dirs):
+        return "test"
     return "test" if int(hashlib.sha256(task_id.encode()).hexdigest(), 16) % 5 == 0 else "train"
+
+
+def eval_only(task: str | Path, task_dirs: Iterable[str | Path] | None = None) -> str | None:
+    """Why a task (id or package folder) is evaluation-only (an imported benchmark task), or None."""
+    from t1env.formats import EVAL_ONLY_MARKER
+
+    pkg = Path(task) if is_task_package(Path(task)) else discover(task_dirs).get(str(task))
+    if pkg is None:
+        return None
+    if (pkg / EVAL_ONLY_MARKER).exists():
+        return f"marked eval-only by {EVAL_ONLY_MARKER}"
+    toml = pkg / "task.toml"
+    if toml.is_file() and b"\nid =" in b"\n" + toml.read_bytes():
+        return None  # a t1 package: eval-only only by the marker
+    t = get_task(pkg)
+    return t.origin.eval_only if t.origin is not None else None
+
+
+def training_tasks(task_ids: Iterable[str], task_dirs: Iterable[str | Path] | None = None) -> list[str]:
+    """``task_ids`` checked for a training split: an eval-only task among them is an error naming it and why."""
+    ids = list(task_ids)
+    for tid in ids:
+        why = eval_only(tid, task_dirs)
+        if why:
+            raise TaskError(f"{tid}: an imported benchmark task is eval-only ({why}); it cannot be in a training split")
+    return ids
 
 
 @lru_cache(maxsize=1024)
@@ -96,23 +128,23 @@ def _load_cached(path: str, mtime: float) -> Task:
 def get_task(task_id_or_path: str | Path, task_dirs: Iterable[str | Path] | None = None) -> Task:
     """A task by id (from any source), by a path to its folder, or a family instance ``NAME@SEED``."""
     p = Path(task_id_or_path)
-    if (p / TASK_FILE).is_file():
-        return _load_cached(str(p.resolve()), (p / TASK_FILE).stat().st_mtime)
+    if is_task_package(p):
+        return _load_cached(str(p.resolve()), manifest(p).stat().st_mtime)
     from t1env.families import materialize, parse_instance_id
 
     instance = parse_instance_id(str(task_id_or_path))
     if instance is not None:
         pkg = materialize(*instance)
-        return _load_cached(str(pkg), (pkg / TASK_FILE).stat().st_mtime)
+        return _load_cached(str(pkg), manifest(pkg).stat().st_mtime)
     found = discover(task_dirs)
     if str(task_id_or_path) not in found:
         raise TaskError(f"unknown task {str(task_id_or_path)!r}; `t1env list` shows the {len(found)} known tasks")
     pkg = found[str(task_id_or_path)]
-    return _load_cached(str(pkg.resolve()), (pkg / TASK_FILE).stat().st_mtime)
+    return _load_cached(str(pkg.resolve()), manifest(pkg).stat().st_mtime)
 
 
 def list_tasks(split: str | None = None, task_dirs: Iterable[str | Path] | None = None) -> list[str]:
     if split is not None and split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS} or None, got {split!r}")
-    ids = sorted(discover(task_dirs))
-    return [t for t in ids if split is None or split_of(t) == split]
+    found = discover(task_dirs)
+    return [t for t in sorted(found) if split is None or split_of(t, pkg=found[t]) == split]

@@ -27,7 +27,7 @@ import ast
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -36,6 +36,12 @@ INSTRUCTION_FILE = "instruction.md"
 ENV_DIR = "environment"
 SOLUTION_FILE = "solution/solve.sh"
 TESTS_DIR = "tests"
+# Manifests of the imported layouts (:mod:`t1env.formats`): Terminal-Bench 1.x has task.yaml, Harbor
+# a task.toml with a [task] table or a schema_version instead of t1's top-level id.
+TB_TASK_FILE = "task.yaml"
+
+if TYPE_CHECKING:
+    from t1env.formats import Origin
 
 # Files inside environment/ that configure the sandbox instead of being copied into the workdir.
 ENV_CONTROL_FILES = frozenset({"setup.sh", "Dockerfile", ".dockerignore"})
@@ -108,6 +114,8 @@ class Task:
     path: Path
     spec: TaskSpec
     instruction: str
+    #: Set for a Terminal-Bench or Harbor package (:mod:`t1env.formats`): where its files are and how it is verified.
+    origin: Origin | None = None
 
     @property
     def id(self) -> str:
@@ -115,29 +123,37 @@ class Task:
 
     @property
     def env_dir(self) -> Path:
-        return self.path / ENV_DIR
+        """environment/ (t1, Harbor); an imported task's Docker build context."""
+        return self.origin.context if self.origin is not None else self.path / ENV_DIR
 
     @property
     def setup_script(self) -> Path | None:
+        if self.origin is not None:
+            return self.origin.setup
         p = self.env_dir / "setup.sh"
         return p if p.is_file() else None
 
     @property
     def dockerfile(self) -> Path | None:
+        if self.origin is not None:
+            return self.origin.dockerfile
         name = self.spec.environment.dockerfile or "Dockerfile"
         p = self.env_dir / name
         return p if p.is_file() else None
 
     @property
     def solution(self) -> Path:
-        return self.path / SOLUTION_FILE
+        return self.origin.solution if self.origin is not None else self.path / SOLUTION_FILE
 
     @property
     def tests_dir(self) -> Path:
-        return self.path / TESTS_DIR
+        return self.origin.tests if self.origin is not None else self.path / TESTS_DIR
 
     def workdir_files(self) -> list[Path]:
-        """Top-level entries of environment/ that are copied into the workdir."""
+        """Top-level entries of environment/ that are copied into the workdir (an imported task's
+        Dockerfile places its own files; a Harbor step's ``workdir/`` is copied)."""
+        if self.origin is not None:
+            return self.origin.workdir_files()
         if not self.env_dir.is_dir():
             return []
         return sorted(p for p in self.env_dir.iterdir() if p.name not in ENV_CONTROL_FILES)
@@ -147,8 +163,24 @@ class Task:
 
         Used as the list of checks when the verifier dies before pytest can collect. A
         parametrized test counts once here; pytest's collection (when it succeeds) is authoritative.
+        An imported task verified by its own ``test.sh`` declares the keys of its ``reward.json``
+        instead (empty when the package does not say which: see :mod:`t1env.formats`).
         """
+        if self.origin is not None and self.origin.steps:  # Harbor multi-step: every step's checks, step/check
+            return [f"{s.origin.step_name}/{c}" for s in self.origin.steps for c in s.declared_checks()]
+        if self.origin is not None and self.origin.verifier == "script":
+            return list(self.origin.reward_keys or ())
         return declared_checks(self.tests_dir)
+
+
+def is_task_package(folder: Path) -> bool:
+    """Whether ``folder`` holds a task package of any supported layout (t1, Terminal-Bench, Harbor)."""
+    return (folder / TASK_FILE).is_file() or (folder / TB_TASK_FILE).is_file()
+
+
+def manifest(folder: Path) -> Path:
+    """The package's manifest file (task.toml, or a Terminal-Bench task.yaml)."""
+    return folder / TASK_FILE if (folder / TASK_FILE).is_file() else folder / TB_TASK_FILE
 
 
 def declared_checks(tests_dir: Path) -> list[str]:
@@ -169,6 +201,25 @@ def declared_checks(tests_dir: Path) -> list[str]:
     return names
 
 
+def validate_model(model: type[BaseModel], raw, path: Path, prefix: str = ""):
+    """``model.model_validate(raw)``, or a one-line :class:`TaskError` naming ``path`` and the field."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise TaskError(f"{path}: {prefix}{_field_path(err['loc'])}: {err['msg']}{more}") from None
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise TaskError(f"{path}: not UTF-8 text") from None
+
+
 def _field_path(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "(root)"
 
@@ -180,19 +231,17 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"{path}: not a directory (a task package is a folder with {TASK_FILE})")
     toml_path = root / TASK_FILE
     if not toml_path.is_file():
-        raise TaskError(f"{toml_path}: missing (every task package needs {TASK_FILE})")
-    try:
-        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise TaskError(f"{toml_path}: invalid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise TaskError(f"{toml_path}: not UTF-8 text") from None
-    try:
-        spec = TaskSpec.model_validate(raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise TaskError(f"{toml_path}: {_field_path(err['loc'])}: {err['msg']}{more}") from None
+        if (root / TB_TASK_FILE).is_file():
+            from t1env.formats.terminal_bench import load_terminal_bench
+
+            return load_terminal_bench(root)
+        raise TaskError(f"{toml_path}: missing (every task package needs {TASK_FILE}, or {TB_TASK_FILE} for Terminal-Bench)")
+    raw = read_toml(toml_path)
+    if "id" not in raw and ("task" in raw or "schema_version" in raw or "version" in raw or "steps" in raw):
+        from t1env.formats.harbor import load_harbor
+
+        return load_harbor(root, raw)
+    spec = validate_model(TaskSpec, raw, toml_path)
 
     if spec.id != root.name:
         raise TaskError(f"{toml_path}: id: {spec.id!r} must equal the folder name {root.name!r}")

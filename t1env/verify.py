@@ -185,13 +185,24 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
     except TaskError as e:
         return VerifyResult([], time.monotonic() - t0, f"verifier could not run: {e}")
     mode = task.spec.verifier.mode
+    # An imported task (t1env.formats) runs with its tests also at /tests; a Harbor test.sh in script mode.
+    kw = {}
+    keys_from_run = False
+    if task.origin is not None:
+        from t1env.formats import verifier_options
+
+        kw["options"] = verifier_options(task.origin)
+        keys_from_run = task.origin.verifier == "script" and not declared
     try:
-        run = sandbox.run_verifier(runtime_bundle(), task.tests_dir, timeout, mode)
+        run = sandbox.run_verifier(runtime_bundle(), task.tests_dir, timeout, mode, **kw)
     except (SandboxError, OSError) as e:
         reason = f"verifier could not run: {_one_line(e)}"
-        return not_run(declared, reason, reason, time.monotonic() - t0)
+        return not_run(declared or ["reward"], reason, reason, time.monotonic() - t0)
     r = run.result
     events, tamper = read_report(r.stdout)
+    if keys_from_run:  # the package does not declare its reward.json keys: the run's are the checks
+        collected = next((e["nodeids"] for e in events if e.get("event") == "collected"), None)
+        declared = list(dict.fromkeys(collected or ["reward"]))[:200]
     log = r.stderr.decode("utf-8", "replace")[-_LOG_KEEP:]
     error = None
     ready = next((e for e in events if e.get("event") == "ready"), None)
@@ -201,6 +212,9 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
         tail = log.strip().splitlines()[-1] if log.strip() else f"exit code {r.exit_code}"
         error = f"verifier crashed: {tail}"
     notes = list(run.notes)
+    if keys_from_run:
+        notes.append("the checks are the keys of the reward.json that the task's test.sh wrote: the package declares none "
+                     "on the host ([metadata.t1] reward_keys)")
     if ready is not None and ready.get("dumpable"):
         notes.append("the verifier could not make itself non-dumpable (no ctypes in the sandbox's python3)")
     for hook in (ready or {}).get("hooks", []) if isinstance((ready or {}).get("hooks"), list) else []:

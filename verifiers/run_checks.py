@@ -10,6 +10,13 @@ stdout it was started with), so that a verifier killed half-way still leaves the
     {"event": "finished", "exitstatus": N}
 
 Usage: python3 -I -B run_checks.py --pytest-zip ZIP TESTS_DIR
+       python3 -I -B run_checks.py --pytest-zip ZIP --script /tests/test.sh --logs /logs/verifier TESTS_DIR
+
+Script mode (a Harbor task whose tests are not pytest): empties the LOGS folder (a folder only the
+verifier sees), runs ``bash SCRIPT`` (its exit code is ignored, as Harbor ignores it), then reports
+each key of ``LOGS/reward.json`` (a flat ``{name: number}``), else the number in ``LOGS/reward.txt``
+as the check ``reward``, as one result: passed when the value is at least 1, the value in the
+message (``name = value``). Neither file: a ``collect_error``.
 
 How it keeps the report out of the agent's reach (the host trusts nothing else it prints):
 * It is started with ``-I`` (isolated mode: no user site-packages, no PYTHON* variables, no
@@ -57,6 +64,56 @@ def startup_hooks() -> list:
     return found[:50]
 
 
+def read_rewards(logs: str):
+    """{name: value} from LOGS/reward.json, else {"reward": value} from LOGS/reward.txt; else a problem (str)."""
+    import math
+
+    rj, rt = os.path.join(logs, "reward.json"), os.path.join(logs, "reward.txt")
+    if os.path.isfile(rj):
+        try:
+            with open(rj, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            return f"{rj}: not JSON: {e}"
+        if not isinstance(data, dict) or not data:
+            return f"{rj}: must be a non-empty object of name: number"
+        for k, v in data.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                return f"{rj}: {k}: must be a finite number, got {v!r}"
+        return {str(k): float(v) for k, v in data.items()}
+    if os.path.isfile(rt):
+        try:
+            with open(rt, encoding="utf-8") as f:
+                v = float(f.read().strip())
+        except (OSError, ValueError) as e:
+            return f"{rt}: not a number: {e}"
+        if not math.isfinite(v):
+            return f"{rt}: not a finite number"
+        return {"reward": v}
+    return None
+
+
+def run_script(script: str, logs: str, emit) -> int:
+    import shutil
+    import subprocess
+
+    os.makedirs(logs, exist_ok=True)
+    for name in os.listdir(logs):  # nothing from before this run counts
+        p = os.path.join(logs, name)
+        shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
+    proc = subprocess.run(["bash", script], stdin=subprocess.DEVNULL)  # stdout and stderr: this process's fd 2
+    rewards = read_rewards(logs)
+    if not isinstance(rewards, dict):
+        why = rewards or f"{script} (exit code {proc.returncode}) wrote neither {logs}/reward.json nor {logs}/reward.txt"
+        emit({"event": "collect_error", "nodeid": "reward.json", "message": why})
+        return 2
+    emit({"event": "collected", "nodeids": list(rewards)})
+    for k, v in rewards.items():
+        emit({"event": "result", "nodeid": k, "when": "call", "outcome": "passed" if v >= 1 else "failed",
+              "message": f"{k} = {v:g}", "duration": 0.0})
+    return 0
+
+
 def main() -> int:
     dumpable = not no_dump()
     report_fd = os.dup(1)  # non-inheritable (close-on-exec) by default
@@ -70,8 +127,15 @@ def main() -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--pytest-zip", required=True)
+    ap.add_argument("--script")
+    ap.add_argument("--logs")
     ap.add_argument("tests")
     args = ap.parse_args()
+    if args.script:
+        code = run_script(args.script, args.logs or "/logs/verifier", emit)
+        emit({"event": "finished", "exitstatus": code})
+        report.close()
+        return 0
     sys.path.insert(0, args.pytest_zip)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     os.environ["PYTHONNOUSERSITE"] = "1"  # Pythons the tests start do not load the agent's user site either

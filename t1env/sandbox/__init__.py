@@ -11,6 +11,8 @@ BACKENDS = ("local", "docker")
 def make_sandbox(backend: str, task: Task, **config_overrides) -> Sandbox:
     """A not-yet-started sandbox of kind ``backend`` configured for ``task``."""
     config = SandboxConfig.from_task(task, **config_overrides)
+    if backend == "local" and task.origin is not None and task.origin.local_problem:
+        raise SandboxError(task.origin.local_problem)  # an imported task that needs its image
     if backend == "local":
         from t1env.sandbox.local import LocalSandbox
 

@@ -40,9 +40,25 @@ VERIFIER_DIR = "/.t1-verifier"
 VERIFIER_ENV: dict[str, str] = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONNOUSERSITE": "1"}
 
 
-def verifier_argv(root: str = VERIFIER_DIR) -> list[str]:
+def verifier_argv(root: str = VERIFIER_DIR, extra: tuple[str, ...] = ()) -> list[str]:
     """The verifier's command line: an isolated (``-I``) Python running t1's runtime from ``root``."""
-    return ["python3", "-I", "-B", f"{root}/run_checks.py", "--pytest-zip", f"{root}/pytest.zip", f"{root}/tests"]
+    return ["python3", "-I", "-B", f"{root}/run_checks.py", "--pytest-zip", f"{root}/pytest.zip", *extra, f"{root}/tests"]
+
+
+@dataclass(frozen=True)
+class VerifierOptions:
+    """What an imported (Terminal-Bench or Harbor) task's verifier needs beyond t1's default run
+    (see :mod:`t1env.formats`); backends that isolate the verifier honour every field or raise
+    :class:`SandboxError` saying which they cannot."""
+
+    args: tuple[str, ...] = ()
+    """Extra arguments to run_checks.py (its script mode: ``--script /tests/test.sh --logs /logs/verifier``)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment of the verifier (e.g. ``TEST_DIR=/tests``)."""
+    tests_alias: str | None = None
+    """The task's tests are also visible, read-only, at this path (``/tests``, where upstream tests expect them)."""
+    private_dir: str | None = None
+    """A writable folder that only the verifier sees (``/logs/verifier``, where a test.sh writes its reward)."""
 
 
 class SandboxError(RuntimeError):
@@ -162,7 +178,8 @@ class Sandbox(ABC):
         return len(fields) > 5 and fields[2] != fields[5] and fields[5] != "-1"
 
     # -- verification ------------------------------------------------------------------------
-    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate") -> VerifierRun:
+    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate",
+                     options: "VerifierOptions | None" = None) -> VerifierRun:
         """Run t1's verifier (``runtime``: run_checks.py, pytest.zip, pytest.ini; ``tests``: the task's
         tests) against what the agent left, out of the agent's reach, and return its report.
 
@@ -172,15 +189,23 @@ class Sandbox(ABC):
         starts, and in ``shared`` mode the agent's processes are frozen until the verifier has made
         itself unreachable (its first report line). The verifier's stdout is the report channel.
 
+        ``options`` (imported tasks, :class:`VerifierOptions`): extra runtime arguments and
+        environment, a read-only alias of the tests and a verifier-private writable folder.
+
         This default, for backends that cannot isolate, copies both into the sandbox and runs the
         verifier beside the agent's processes (``isolation="none"``). The backends t1 ships override it.
         """
         import secrets
 
+        opts = options or VerifierOptions()
         base = f"/tmp/.t1-verify-{secrets.token_hex(6)}"
         self.put_tree(runtime, base)
         self.put_tree(tests, f"{base}/tests")
-        r = self.exec(verifier_argv(base), timeout=timeout, env=VERIFIER_ENV)
+        if opts.tests_alias:
+            self.put_tree(tests, opts.tests_alias)
+        if opts.private_dir:
+            self.exec(["mkdir", "-p", opts.private_dir], timeout=10)
+        r = self.exec(verifier_argv(base, opts.args), timeout=timeout, env={**VERIFIER_ENV, **opts.env})
         try:
             self.exec(["rm", "-rf", base], timeout=10)
         except SandboxError:

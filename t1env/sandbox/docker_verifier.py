@@ -29,17 +29,29 @@ from pathlib import Path
 
 import requests
 
-from t1env.sandbox.base import VERIFIER_DIR, VERIFIER_ENV, ExecResult, SandboxError, VerifierRun, verifier_argv
+from t1env.sandbox.base import (
+    VERIFIER_DIR,
+    VERIFIER_ENV,
+    ExecResult,
+    SandboxError,
+    VerifierOptions,
+    VerifierRun,
+    verifier_argv,
+)
 
 READY_WAIT = 60.0  # seconds the agent may stay paused while the verifier starts
 LOG_CAP = "16m"  # the verifier container's log (its report) is bounded by the engine
 
 
-def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str) -> VerifierRun:
-    """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring."""
+def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None) -> VerifierRun:
+    """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring. ``options``
+    (imported tasks): the tests are also mounted read-only at ``tests_alias``, and ``private_dir``
+    is a tmpfs of the verifier container's own."""
     from docker.types import Mount
 
     from t1env.sandbox import docker as d
+
+    opts = options or VerifierOptions()
 
     box = sandbox._box
     if box is None:
@@ -50,8 +62,8 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str)
     notes: list[str] = []
     kw = d._create_kwargs(sandbox.image, sandbox.config, sandbox.task.id if sandbox.task else None)
     kw.update(
-        command=verifier_argv(),
-        environment={**sandbox.config.environ(), **VERIFIER_ENV},
+        command=verifier_argv(extra=opts.args),
+        environment={**sandbox.config.environ(), **VERIFIER_ENV, **opts.env},
         init=False,
         volumes_from=[box.id],
         mounts=[],
@@ -62,9 +74,14 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str)
     if shared:
         kw.update(pid_mode=f"container:{box.id}")
         kw.pop("hostname", None)  # it shares the agent's uts via the network namespace
+    if opts.private_dir:
+        kw.update(tmpfs={opts.private_dir: "rw,mode=0755,size=64m"})
     if local_engine:
-        kw.update(read_only=True, mounts=[Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
-                                          Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True)])
+        mounts = [Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
+                  Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True)]
+        if opts.tests_alias:
+            mounts.append(Mount(opts.tests_alias, str(tests), type="bind", read_only=True))
+        kw.update(read_only=True, mounts=mounts)
     else:
         notes.append("remote Docker engine: the verifier runtime was copied into a writable verifier container")
 
@@ -87,7 +104,7 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str)
         vid = c.containers.create(**kw).id
         d._live.add(vid)
         if not local_engine:
-            c.api.put_archive(vid, "/", _runtime_tar(runtime, tests))
+            c.api.put_archive(vid, "/", _runtime_tar(runtime, tests, opts.tests_alias))
         c.api.start(vid)
         if shared:
             _wait_ready(c, vid, min(READY_WAIT, timeout))
@@ -132,9 +149,11 @@ def _wait_ready(c, vid: str, wait: float) -> None:
         time.sleep(0.01)
 
 
-def _runtime_tar(runtime: Path, tests: Path) -> bytes:
+def _runtime_tar(runtime: Path, tests: Path, tests_alias: str | None = None) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(runtime, arcname=VERIFIER_DIR.lstrip("/"), recursive=True)
         tar.add(tests, arcname=f"{VERIFIER_DIR.lstrip('/')}/tests", recursive=True)
+        if tests_alias:
+            tar.add(tests, arcname=tests_alias.lstrip("/"), recursive=True)
     return buf.getvalue()

@@ -477,11 +477,11 @@ class LocalSandbox(Sandbox):
 
         return setup
 
-    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate") -> VerifierRun:
+    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None) -> VerifierRun:
         """Out of the agent's reach: see :mod:`t1env.sandbox.local_verifier`."""
         from t1env.sandbox.local_verifier import run_verifier
 
-        return run_verifier(self, runtime, tests, timeout, mode)
+        return run_verifier(self, runtime, tests, timeout, mode, options)
 
     def stop(self) -> None:
         net, self._net = self._net, None

@@ -14,6 +14,12 @@ links: that host folder is not mounted anywhere writable). The interpreter is th
   processes are thawed once the verifier's first report line (``ready``) says it has made itself
   non-dumpable. On cgroup v2 the verifier stays out of the sandbox's cgroup (which is the one being
   frozen), so the pids and memory caps do not apply to it there.
+
+Imported tasks (:class:`~t1env.sandbox.base.VerifierOptions`): in ``separate`` mode the fresh
+sandbox also shows the tests read-only at ``tests_alias`` and has a tmpfs of its own at
+``private_dir``. In ``shared`` mode nothing can be mounted into the agent's namespaces: a
+``private_dir`` is refused, and a ``tests_alias`` in the environment is replaced by
+``/.t1-verifier/tests`` (with a note).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from t1env.sandbox.base import VERIFIER_ENV, ExecResult, SandboxError, VerifierRun, verifier_argv
+from t1env.sandbox.base import VERIFIER_DIR, VERIFIER_ENV, ExecResult, SandboxError, VerifierOptions, VerifierRun, verifier_argv
 from t1env.sandbox.bounded import Finished, OutputCapture, pump
 from t1env.sandbox.cgroups import SandboxCgroups
 from t1env.sandbox.freezer import Freezer, _state, pids_in_namespace
@@ -45,21 +51,30 @@ class _ReadyCapture(OutputCapture):
             on_ready()
 
 
-def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str) -> VerifierRun:
+def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None) -> VerifierRun:
     """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring."""
+    opts = options or VerifierOptions()
     if box._root is None:
         raise SandboxError("sandbox is not started")
     if mode == "shared" and (box.init_pid is None or not box.alive):
         raise SandboxError("sandbox is not running (it was stopped, verified already, or its init process died)")
+    if mode == "shared" and opts.private_dir:
+        raise SandboxError(f"the local backend's shared-mode verifier cannot give the verifier a private {opts.private_dir}: "
+                           "use backend='docker'")
     dest = box._root / "verifier"
     _stage(runtime, tests, dest)
-    env = {**box.config.environ(), **VERIFIER_ENV}
+    env = {**box.config.environ(), **VERIFIER_ENV, **opts.env}
+    extra_notes = []
+    if mode == "shared" and opts.tests_alias:
+        env = {k: v.replace(opts.tests_alias, f"{VERIFIER_DIR}/tests") if v.startswith(opts.tests_alias) else v for k, v in env.items()}
+        extra_notes.append(f"local shared-mode verifier: the tests are at {VERIFIER_DIR}/tests, not {opts.tests_alias}")
     t0 = time.monotonic()
     try:
         if mode == "shared":
-            res, notes = _shared(box, env, timeout)
+            res, notes = _shared(box, env, timeout, opts.args)
         else:
-            res, notes = _separate(box, env, timeout)
+            res, notes = _separate(box, env, timeout, opts)
+        notes = notes + extra_notes
     finally:
         _clear(dest)
     result = ExecResult(res.returncode if not res.timed_out else -9, res.stdout.bytes(), res.stderr.bytes(), res.timed_out,
@@ -67,9 +82,18 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str) -> 
     return VerifierRun(result, "shared" if mode == "shared" else "separate", notes)
 
 
-def _separate(box, env: dict, timeout: float) -> tuple[Finished, list[str]]:
+def _separate(box, env: dict, timeout: float, opts: VerifierOptions) -> tuple[Finished, list[str]]:
     end_agent(box)
-    argv = box._bwrap_argv() + ["--chdir", box.config.workdir, "--", *verifier_argv()]
+    argv = box._bwrap_argv()
+    mounts = []
+    if opts.tests_alias:
+        mounts += ["--ro-bind", str(box._root / "verifier" / "tests"), opts.tests_alias]
+    if opts.private_dir:
+        mounts += ["--tmpfs", opts.private_dir]
+    if mounts:  # before the root is made read-only, so that their mount points can be made
+        i = next((i for i in range(len(argv) - 1) if argv[i] == "--remount-ro" and argv[i + 1] == "/"), len(argv))
+        argv[i:i] = mounts
+    argv += ["--chdir", box.config.workdir, "--", *verifier_argv(extra=opts.args)]
     popen = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(box._launch_fds),
                  env=env, start_new_session=True)
     try:
@@ -86,7 +110,7 @@ def _separate(box, env: dict, timeout: float) -> tuple[Finished, list[str]]:
     return res, []
 
 
-def _shared(box, env: dict, timeout: float) -> tuple[Finished, list[str]]:
+def _shared(box, env: dict, timeout: float, extra: tuple[str, ...] = ()) -> tuple[Finished, list[str]]:
     v2 = (SandboxCgroups.ROOT / "cgroup.controllers").exists()
     cg = box._cg
     freezer = Freezer(box.init_pid, v2_cgroup=cg.dirs[0] if (v2 and cg is not None and cg.dirs) else None)
@@ -95,7 +119,7 @@ def _shared(box, env: dict, timeout: float) -> tuple[Finished, list[str]]:
         # on cgroup v2 the freezer is the sandbox's own cgroup: the verifier must not join it
         preexec = box.preexec() if not v2 else box.preexec_without_cgroups()
         proc = subprocess.Popen(
-            box._enter_argv() + verifier_argv(),
+            box._enter_argv() + verifier_argv(extra=extra),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
