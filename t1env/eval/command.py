@@ -112,6 +112,9 @@ def print_summary(m: dict, job_dir: Path) -> None:
 
 def cmd_eval(args) -> int:
     if args.resume:
+        if args.tasks or args.split or args.family or args.tasks_dir or args.out:
+            raise ValueError(f"--resume {args.resume}: the job's config.json says what to run; "
+                             "drop the task arguments and --out")
         job_dir = Path(args.resume)
         config = EvalConfig.load(job_dir)
     else:

@@ -7,6 +7,8 @@ trial's files as it finishes, and rewrites the job's ``result.json`` (see :mod:`
 
 Stopping: setting ``stop`` (``t1env eval`` sets it on Ctrl-C or SIGTERM) lets each running trial end at its next
 turn boundary — its sandbox is closed and it writes nothing, so ``--resume`` reruns it — and starts no new trial.
+A trial that was running when ``stop`` was set is never recorded, however it ended (Ctrl-C in a terminal signals
+the sandbox's shell and verifier too).
 A command already running in a sandbox is waited for, up to its timeout.
 
 Example:
@@ -181,6 +183,9 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
                 pass
         if env is not None:
             env.close()
+    if stop.is_set():
+        # stopped while it ran: Ctrl-C reaches the sandbox's processes too, so what it ended with is not the agent's
+        raise TrialInterrupted(trial.name)
     if result["error"] and result["end_reason"] is None:
         result["end_reason"] = result["error"]["kind"]
     if result["error"]:

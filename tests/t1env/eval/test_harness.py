@@ -66,9 +66,10 @@ def test_an_agent_that_raises_is_an_error_trial_and_the_job_goes_on(tmp_path, mo
     (["eval", "--resume", "/nonexistent/job"], "--resume /nonexistent/job: no config.json"),
     (["eval", "--family", "logs", "--seeds", "5:2"], "--seeds '5:2'"),
     (["eval"], "no tasks to evaluate"),
+    (["eval", "--resume", "/nonexistent/job", "hello-file"], "drop the task arguments"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(argv, says, capsys, tmp_path):
-    assert main(argv + ["--out", str(tmp_path / "j")]) == 2
+    assert main(argv + ([] if "--resume" in argv else ["--out", str(tmp_path / "j")])) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1
 
@@ -85,12 +86,13 @@ def test_sigint_stops_cleanly_keeps_finished_trials_and_resume_gives_the_full_re
                T1_TEST_BLOCK_TASK="csv-region-totals", T1_TEST_BLOCK_MARKER=str(marker))
     cmd = [sys.executable, "-m", "t1env", "eval", "hello-file", "csv-region-totals", "json-config-merge",
            "--attempts", "2", "--agent", "blocking_agent:BlockingOracle", "--out", str(job), "--json"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     deadline = time.monotonic() + 120  # a wait for the agent to reach the blocking task, not a timed assertion
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.exists(), proc.communicate()
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group, sandboxes included
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     partial = json.loads(out)
