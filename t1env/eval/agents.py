@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from t1env.agents import NopAgent, OracleAgent
 from t1env.task import Task
 
-BUILTIN_AGENTS = ("oracle", "noop", "openai")
+BUILTIN_AGENTS = ("oracle", "noop", "openai", "hf")
 
 
 class EvalAgent(Protocol):
@@ -84,6 +84,12 @@ def check_agent_spec(spec: str, options: EvalOptions) -> None:
         from t1env.eval.openai_agent import require_openai
 
         require_openai()
+    elif spec == "hf":
+        if not options.model:
+            raise ValueError("--agent hf needs --model PATH (a checkpoint folder)")
+        from t1env.eval.hf_agent import load
+
+        load(options.model)  # a bad checkpoint fails here, once
     elif spec not in BUILTIN_AGENTS:
         load_class(spec)
 
@@ -98,4 +104,8 @@ def make_agent(spec: str, task: Task, options: EvalOptions) -> EvalAgent:
         from t1env.eval.openai_agent import OpenAIAgent
 
         return OpenAIAgent(task, options)
+    if spec == "hf":
+        from t1env.eval.hf_agent import HFAgent
+
+        return HFAgent(task, options)
     return load_class(spec)(task)

@@ -48,7 +48,7 @@ class EvalConfig:
     tasks: list[str]
     "task references: ids, package paths or family instances (NAME@SEED)"
     agent: str = "oracle"
-    "oracle | noop | openai | module:Class"
+    "oracle | noop | openai | hf | module:Class"
     attempts: int = 1
     "trials per task (attempt a plays seed a)"
     concurrency: int = 1

@@ -61,7 +61,7 @@ def test_an_agent_that_raises_is_an_error_trial_and_the_job_goes_on(tmp_path, mo
 @pytest.mark.parametrize("argv,says", [
     (["eval", "hello-file", "--attempts", "0"], "--attempts must be an integer >= 1"),
     (["eval", "--agent", "no_such_module:Agent", "hello-file"], "cannot import 'no_such_module'"),
-    (["eval", "--agent", "gpt", "hello-file"], "expected one of oracle, noop, openai or module:Class"),
+    (["eval", "--agent", "gpt", "hello-file"], "expected one of oracle, noop, openai, hf or module:Class"),
     (["eval", "--agent", "openai", "hello-file"], "--agent openai needs --model"),
     (["eval", "--resume", "/nonexistent/job"], "--resume /nonexistent/job: no config.json"),
     (["eval", "--family", "logs", "--seeds", "5:2"], "--seeds '5:2'"),
