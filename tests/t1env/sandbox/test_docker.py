@@ -159,7 +159,9 @@ def test_stop_is_idempotent_and_leaves_nothing(default_image):
 
 def test_warm_pools_are_bounded_least_recently_used_first(default_image, monkeypatch):
     """A run over many images keeps at most MAX_POOLS pools; an evicted pool's warm containers are removed."""
-    monkeypatch.setattr(D, "MAX_POOLS", 2)
+    from t1env.sandbox import docker_pool
+
+    monkeypatch.setattr(docker_pool, "MAX_POOLS", 2)
     D.close_pools()
     cfgs = [SandboxConfig(memory_mb=1100 + i) for i in range(3)]  # three keys no other test uses
     try:
