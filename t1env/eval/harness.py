@@ -24,11 +24,11 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from t1env.eval.agents import EvalOptions, check_agent_spec, make_agent
 from t1env.eval.recording import TrialRecorder
@@ -84,7 +84,7 @@ class EvalConfig:
         return {"version": CONFIG_VERSION, **asdict(self)}
 
     @classmethod
-    def load(cls, job_dir: Path) -> "EvalConfig":
+    def load(cls, job_dir: Path) -> EvalConfig:
         path = Path(job_dir) / "config.json"
         if not path.is_file():
             raise ValueError(f"--resume {job_dir}: no config.json there (is it a `t1env eval` job folder?)")
@@ -111,7 +111,7 @@ class TrialInterrupted(Exception):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.Event | None = None) -> dict:
@@ -141,7 +141,7 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
                 raise TrialInterrupted(trial.name)
             try:
                 action = agent.act(obs, info)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any failure of the agent's code ends this trial only
                 result["error"] = {"kind": "agent_error", "message": f"{type(e).__name__}: {e}"}
                 break
             t_sent = rec.elapsed()  # the model has answered: the command is typed now
@@ -172,14 +172,14 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
         result["error"] = {"kind": "setup_error", "message": str(e)}
     except SandboxError as e:
         result["error"] = {"kind": "sandbox_error", "message": str(e)}
-    except Exception as e:  # a bug in t1 or the task: keep the job going, keep the traceback
+    except Exception as e:  # noqa: BLE001 - a bug in t1 or the task: keep the job going, keep the traceback
         result["error"] = {"kind": "harness_error", "message": f"{type(e).__name__}: {e}",
                            "traceback": traceback.format_exc(limit=8)}
     finally:
         if agent is not None and hasattr(agent, "close"):
             try:
                 agent.close()
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - a failing close() must not lose the trial's result
                 pass
         if env is not None:
             env.close()

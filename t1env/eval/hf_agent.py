@@ -32,7 +32,7 @@ def load(path: str) -> tuple:
             try:
                 tokenizer = AutoTokenizer.from_pretrained(path)
                 model = AutoModelForCausalLM.from_pretrained(path).eval()
-            except Exception as e:  # transformers raises OSError, ValueError, ... for a folder it cannot read
+            except Exception as e:  # noqa: BLE001 - transformers raises OSError, ValueError, ... for a folder it cannot read
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 raise ValueError(f"--model {path}: not a loadable checkpoint folder ({first})") from None
             _LOADED[path] = (model, tokenizer)

@@ -58,8 +58,8 @@ ls -la
 When the task is done, reply with the single word SUBMIT on a line of its own."""
 
 REMINDER = "Your reply had no command. Put one command in a ```bash fenced block, or write SUBMIT to finish."
-_FENCE = re.compile(r"```[ \t]*(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.S)
-_SUBMIT = re.compile(r"^\s*SUBMIT\s*$", re.M)
+_FENCE = re.compile(r"```[ \t]*(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+_SUBMIT = re.compile(r"^\s*SUBMIT\s*$", re.MULTILINE)
 
 
 def require_openai() -> None:
@@ -108,7 +108,7 @@ def tool_call_action(name: str, arguments: str | dict) -> dict:
         except json.JSONDecodeError as e:
             raise ValueError(f"arguments are not valid JSON: {e}") from None
     if not isinstance(arguments, dict):
-        raise ValueError("arguments must be a JSON object")
+        raise ValueError("arguments must be a JSON object")  # noqa: TRY004 - told to the model, like the others
     if name == "submit":
         return {"submit": True}
     if name == "bash":
@@ -178,8 +178,8 @@ class OpenAIAgent:
     def _complete(self) -> Any:
         from openai import BadRequestError
 
-        kwargs = dict(model=self.options.model, messages=self.messages, temperature=self.options.temperature,
-                      max_tokens=self.options.max_tokens)
+        kwargs = {"model": self.options.model, "messages": self.messages, "temperature": self.options.temperature,
+                  "max_tokens": self.options.max_tokens}
         if self.use_tools:
             try:
                 return self.client.chat.completions.create(tools=TOOLS, **kwargs)

@@ -112,8 +112,8 @@ def _summary_rows(name: str, m: dict) -> list[tuple[str, str]]:
     errs = ", ".join(f"{k} {v}" for k, v in m["errors_by_kind"].items()) or "none"
     rows += [("errors", errs), ("mean wall time per trial", f"{m['mean_wall_time_s']:.2f} s"),
              ("mean turns", f"{m['mean_turns']:.1f}"),
-             ("tokens per trial", f"{m['tokens']['mean_prompt_per_trial']:.0f} prompt + "
-                                  f"{m['tokens']['mean_completion_per_trial']:.0f} completion"),
+             ("tokens per trial", (f"{m['tokens']['mean_prompt_per_trial']:.0f} prompt + "
+                                   f"{m['tokens']['mean_completion_per_trial']:.0f} completion")),
              ("cost", f"${m['cost_usd']:.4f}")]
     return rows
 
@@ -138,10 +138,26 @@ def _task_table(jobs) -> tuple[list[str], list[list[str]], list[str]]:
         if ra is not None and rb is not None and (ra >= 0.5) != (rb >= 0.5):
             flip = "now solved" if rb >= 0.5 else "now failing"
             flipped.append(f"{t} ({flip})")
-        fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        fmt = lambda x: "-" if x is None else f"{x:.2f}"
         rows.append([t, fmt(ra), fmt(rb), fmt(rb - ra) if ra is not None and rb is not None else "-",
                      fmt(a["mean_passed"] if a else None), fmt(b["mean_passed"] if b else None), flip])
     return head, rows, flipped
+
+
+def _group_table(jobs, key: str, what: str) -> tuple[list[str], list[list[str]]]:
+    """Resolved rate (95% CI) per category or difficulty, one column per job."""
+    names = sorted({g for _, m, _ in jobs for g in m[key]})
+    head = [what] + [f"{n} resolved (n)" for n, _, _ in jobs]
+    rows = []
+    for g in names:
+        row = [g]
+        for _, m, _ in jobs:
+            r = m[key].get(g)
+            row.append("-" if r is None else
+                       f"{r['resolved_rate']:.2f} [{r['resolved_ci95'][0]:.2f}, {r['resolved_ci95'][1]:.2f}] "
+                       f"({r['n_trials']})")
+        rows.append(row)
+    return head, rows
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -180,20 +196,25 @@ def write_report(job_dirs: list[Path], out: Path | None = None) -> list[Path]:
         md += [_md_table(["metric", "value"], [list(r) for r in s]), ""]
     if len(jobs) == 2:
         md += ["## Flipped tasks", "", ", ".join(flipped) or "none", ""]
+    for key, what in (("per_category", "category"), ("per_difficulty", "difficulty")):
+        md += [f"## By {what}", "", _md_table(*_group_table(jobs, key, what)), ""]
     md += ["## Per task", "", _md_table(head, rows), "", "## Plots", ""]
     md += [f"![{p}]({p})" for p in plots] + [""]
-    md += ["Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of Chen et al. "
-           "(2021); see docs/eval.md for every definition.", ""]
+    md += [("Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of Chen et al. "
+            "(2021); see docs/eval.md for every definition."), ""]
 
     imgs = "".join(f'<img alt="{p}" src="data:image/png;base64,{base64.b64encode(b).decode()}">'
                    for p, b in plots.items())
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
     parts.append("<div class='row'>" + "".join(_html_table(["metric", "value"], [list(r) for r in s])
                                               for s in summaries) + "</div>")
     if len(jobs) == 2:
         parts.append(f"<h2>Flipped tasks</h2><p>{html.escape(', '.join(flipped) or 'none')}</p>")
     parts.append(f"<h2>Plots</h2><div class='plots'>{imgs}</div>")
+    groups = "".join(f"<div><h2>By {what}</h2>{_html_table(*_group_table(jobs, key, what))}</div>"
+                     for key, what in (("per_category", "category"), ("per_difficulty", "difficulty")))
+    parts.append(f"<div class='row'>{groups}</div>")
     parts.append(f"<h2>Per task</h2>{_html_table(head, rows)}")
     parts.append("<p>Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of "
                  "Chen et al. (2021).</p></body></html>")

@@ -42,7 +42,7 @@ def _python312() -> str | None:
     found = [shutil.which("python3.12"), shutil.which("python3.13")]
     found += sorted(str(p) for p in Path("~/.pyenv/versions").expanduser().glob("3.1[23]*/bin/python3"))
     for py in filter(None, found):
-        if subprocess.run([py, "-V"], capture_output=True).returncode == 0:
+        if subprocess.run([py, "-V"], capture_output=True, check=False).returncode == 0:
             return py
     return None
 
@@ -54,7 +54,7 @@ def interop_python():
         pytest.skip("no python3.12 or 3.13 (the harbor package needs Python >= 3.12)")
     venv = cache_dir() / "interop-py312"
     python = venv / "bin" / "python"
-    if subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True).returncode != 0:
+    if subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True, check=False).returncode != 0:
         subprocess.run([py312, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "harbor", "asciinema"], check=True)
     return python
@@ -70,6 +70,6 @@ def test_trajectories_and_casts_validate_with_harbor_and_asciinema(tmp_path, int
     finally:
         sys.path.remove(here)
     out = subprocess.run([str(interop_python), "-c", CHECK, str(tmp_path / "o"), str(tmp_path / "n"),
-                          str(tmp_path / "e")], capture_output=True, text=True)
+                          str(tmp_path / "e")], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"trajectories": 6, "casts": 6}

@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,10 +17,10 @@ import pytest
 
 pytest.importorskip("openai")
 
-from t1env.agents import oracle_command  # noqa: E402
-from t1env.eval import EvalConfig, EvalOptions, run_job  # noqa: E402
-from t1env.eval.results import read_json  # noqa: E402
-from t1env.registry import get_task  # noqa: E402
+from t1env.agents import oracle_command
+from t1env.eval import EvalConfig, EvalOptions, run_job
+from t1env.eval.results import read_json
+from t1env.registry import get_task
 
 pytestmark = pytest.mark.needs_bwrap
 
@@ -100,7 +99,7 @@ def test_refused_tools_fall_back_to_text_and_429_503_are_retried(tmp_path, serve
     solve = oracle_command(get_task("hello-file"))
     s = server([error(400), error(429), error(503), reply(f"Let me solve it.\n```bash\n{solve}\n```"),
                 reply("Done.\nSUBMIT")])
-    m, r, traj = _job(tmp_path, s.url, price_prompt_per_mtok=1.0, price_completion_per_mtok=2.0)
+    _, r, traj = _job(tmp_path, s.url, price_prompt_per_mtok=1.0, price_completion_per_mtok=2.0)
     assert r["resolved"] and r["error"] is None and r["turns"] == 1
     assert ["tools" in q for q in s.requests] == [True, False, False, False, False]
     assert "SUBMIT" in s.requests[1]["messages"][0]["content"]  # the text-mode system prompt
@@ -114,7 +113,7 @@ def test_tool_calls_run_in_order_and_long_output_is_cut(tmp_path, server):
     solve = oracle_command(get_task("hello-file"))
     s = server([reply(tool_calls=[("bash", {"command": "seq 1 5000"}), ("bash", {"command": solve})]),
                 reply(tool_calls=[("submit", {})])])
-    m, r, traj = _job(tmp_path, s.url, max_observation_chars=300)
+    _, r, _ = _job(tmp_path, s.url, max_observation_chars=300)
     assert r["resolved"] and r["turns"] == 2 and len(s.requests) == 2
     tool_msgs = [msg for msg in s.requests[1]["messages"] if msg["role"] == "tool"]
     assert [t["tool_call_id"] for t in tool_msgs] == ["call_0", "call_1"]
@@ -125,7 +124,7 @@ def test_tool_calls_run_in_order_and_long_output_is_cut(tmp_path, server):
 
 def test_an_invalid_tool_call_is_answered_and_asked_again(tmp_path, server):
     s = server([reply(tool_calls=[("bash", {"cmd": "ls"})]), reply(tool_calls=[("submit", {})])])
-    m, r, traj = _job(tmp_path, s.url)
+    _, r, _ = _job(tmp_path, s.url)
     assert r["end_reason"] == "submitted" and r["turns"] == 0 and r["error"] is None
     answer = s.requests[1]["messages"][-1]
     assert answer["role"] == "tool" and "bash needs a non-empty string 'command'" in answer["content"]
@@ -153,7 +152,7 @@ def transformers_server():
 
     model = str(tiny_moe_path())
     port = _free_port()
-    log = open(Path(model).parent / f"serve-{port}.log", "w")
+    log = open(Path(model).parent / f"serve-{port}.log", "w")  # noqa: SIM115 - the server writes it until teardown
     proc = subprocess.Popen(["transformers", "serve", model, "--host", "127.0.0.1", "--port", str(port)],
                             env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
