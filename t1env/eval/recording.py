@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 ATIF_VERSION = "ATIF-v1.6"
@@ -33,7 +33,7 @@ CAST_WIDTH, CAST_HEIGHT = 120, 40
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def _crlf(text: str) -> str:

@@ -28,8 +28,9 @@ import math
 import os
 import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 Z95 = 1.959963984540054
 

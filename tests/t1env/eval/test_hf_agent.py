@@ -5,9 +5,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from t1env.cli import main  # noqa: E402
-from t1env.eval import EvalConfig, EvalOptions, run_job  # noqa: E402
-from t1env.eval.results import read_json  # noqa: E402
+from t1env.cli import main
+from t1env.eval import EvalConfig, EvalOptions, run_job
+from t1env.eval.results import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_bwrap]
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from t1env.eval.results import job_metrics, pass_at_k, wilson_interval, write_json, read_json
+from t1env.eval.results import job_metrics, pass_at_k, read_json, wilson_interval, write_json
 
 
 @pytest.mark.parametrize("n,c", [(1, 0), (1, 1), (3, 1), (4, 2), (5, 0), (5, 5), (6, 3)])
