@@ -70,7 +70,18 @@ def _config_from_args(args) -> EvalConfig:
     options = EvalOptions(
         model=args.model, base_url=args.base_url, api_key_env=args.api_key_env, temperature=args.temperature,
         max_tokens=args.max_tokens, max_observation_chars=args.max_observation_chars, tool_mode=args.tool_mode,
+        max_retries=args.max_retries, request_timeout=args.request_timeout,
+        price_prompt_per_mtok=args.price_prompt, price_completion_per_mtok=args.price_completion,
     )
+    for flag, value in (("--max-tokens", args.max_tokens), ("--max-observation-chars", args.max_observation_chars)):
+        if value < 1:
+            raise ValueError(f"{flag} must be an integer >= 1, got {value}")
+    for flag, value in (("--max-retries", args.max_retries), ("--price-prompt", args.price_prompt),
+                        ("--price-completion", args.price_completion), ("--temperature", args.temperature)):
+        if value < 0:
+            raise ValueError(f"{flag} must be >= 0, got {value}")
+    if not args.request_timeout > 0:
+        raise ValueError(f"--request-timeout must be > 0 seconds, got {args.request_timeout}")
     return EvalConfig(tasks=task_refs(args), agent=args.agent, attempts=args.attempts, concurrency=args.concurrency,
                       backend=args.backend, reward_mode=args.reward_mode, max_turns=args.max_turns,
                       task_dirs=[str(Path(d)) for d in args.task_dir or []], options=options)
@@ -199,6 +210,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-observation-chars", type=int, default=8000, help="observation characters per turn")
     p.add_argument("--tool-mode", choices=["auto", "tools", "text"], default="auto",
                    help="tool calling, plain text (commands in ```bash blocks), or tools with a text fallback")
+    p.add_argument("--max-retries", type=int, default=5, help="retries of a model call on 429/5xx (backoff)")
+    p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per model request")
+    p.add_argument("--price-prompt", type=float, default=0.0, help="USD per million prompt tokens (cost estimate)")
+    p.add_argument("--price-completion", type=float, default=0.0, help="USD per million completion tokens")
     p.add_argument("--json", action="store_true", help="print the job's metrics as JSON, no progress display")
     p.set_defaults(fn=cmd_eval)
 

@@ -4,9 +4,9 @@ import pytest
 
 docker_mod = pytest.importorskip("docker", reason="the docker SDK is not installed: pip install 't1[docker]'")
 
-from t1env.eval import EvalConfig, run_job  # noqa: E402
-from t1env.eval.results import read_json  # noqa: E402
-from t1env.sandbox import docker as D  # noqa: E402
+from t1env.eval import EvalConfig, run_job
+from t1env.eval.results import read_json
+from t1env.sandbox import docker as D
 
 _UP, _WHY = D.engine_available()
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(not _UP, reason=f"no Docker engine: {_WHY}")]

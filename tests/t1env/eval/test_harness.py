@@ -66,6 +66,7 @@ def test_an_agent_that_raises_is_an_error_trial_and_the_job_goes_on(tmp_path, mo
     (["eval", "--resume", "/nonexistent/job"], "--resume /nonexistent/job: no config.json"),
     (["eval", "--family", "logs", "--seeds", "5:2"], "--seeds '5:2'"),
     (["eval"], "no tasks to evaluate"),
+    (["eval", "hello-file", "--price-prompt", "-1"], "--price-prompt must be >= 0"),
     (["eval", "--resume", "/nonexistent/job", "hello-file"], "drop the task arguments"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(argv, says, capsys, tmp_path):
