@@ -184,7 +184,10 @@ def run_sft_section(cfg, targs, model, tokenizer):
     make_env = make_env_factory(targs.env_backend, **targs.env_kwargs)
     rollout = RolloutConfig(max_turns=max(targs.max_turns, 2), system_prompt=targs.system_prompt)
     t0 = time.monotonic()
-    trajectories = oracle_trajectories(tokenizer, section.tasks or targs.tasks, section.seeds, make_env, rollout)
+    from t1env.registry import training_tasks
+
+    sft_tasks = training_tasks(section.tasks or targs.tasks)  # eval-only benchmark tasks never train
+    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout)
     print(f"sft: {len(trajectories)} oracle episodes ({time.monotonic() - t0:.1f}s)")
     out = section.output_dir or f"{targs.output_dir}/sft"
     sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,

@@ -87,6 +87,9 @@ def episode_dataset(tasks: list[str], seeds: list[int]):
     """One row per (task, seed): the train set. GRPOTrainer's sampler repeats each row ``num_generations`` times."""
     import datasets
 
+    from t1env.registry import training_tasks
+
+    training_tasks(tasks)  # an imported benchmark task (eval-only) in a training set is an error naming it
     rows = [{"prompt": f"{t}@{s}", "task": t, "seed": s} for s in seeds for t in tasks]
     return datasets.Dataset.from_list(rows)
 

@@ -392,3 +392,15 @@ def test_a_checkpoint_killed_mid_save_is_never_picked_for_resume(tiny, tmp_path,
     resumed.train(resume_from_checkpoint=True)
     assert resumed.state.global_step == 2 and len(resumed.critic_warmup_history) == 1
     assert (out / "checkpoint-2" / "t1_state.json").exists() and not (out / ".checkpoint-2.partial").exists()
+
+
+def test_an_eval_only_benchmark_task_cannot_be_in_the_training_set():
+    from pathlib import Path
+
+    from t1env.task import TaskError
+    from t1train.trainer import episode_dataset
+
+    bench_task = Path(__file__).resolve().parents[1] / "fixtures" / "compat" / "harbor" / "hb-log-levels"
+    with pytest.raises(TaskError, match="eval-only"):
+        episode_dataset([str(bench_task)], [0])
+    assert len(episode_dataset(["hello-file"], [0, 1])) == 2
