@@ -160,6 +160,8 @@ def cmd_eval(args) -> int:
             try:
                 m = run_job(config, job_dir, stop=stop, on_trial=on_trial, on_start=on_start)
             except KeyboardInterrupt:
+                if not (job_dir / "result.json").is_file():
+                    raise  # stopped before the job began: nothing to report
                 interrupted = True
                 from t1env.eval.results import read_json
 
