@@ -118,3 +118,15 @@ def test_sigint_stops_cleanly_keeps_finished_trials_and_resume_gives_the_full_re
         assert resumed[key] == fresh[key], key
     assert {t: r["mean_passed"] for t, r in resumed["per_task"].items()} == \
            {t: r["mean_passed"] for t, r in fresh["per_task"].items()}
+
+
+def test_tasks_dir_runs_imported_terminal_bench_and_harbor_packages(tmp_path):
+    compat = Path(__file__).parents[2] / "fixtures" / "compat"
+    refs = [str(compat / "terminal-bench" / "tb-keystrokes"), str(compat / "harbor" / "hb-reward-json"),
+            str(compat / "terminal-bench" / "tb-word-count")]  # the last needs its Dockerfile: docker only
+    m = run_job(EvalConfig(tasks=refs, agent="oracle"), tmp_path / "job")
+    assert m["per_task"]["tb-keystrokes"]["resolved_rate"] == 1.0
+    assert m["per_task"]["hb-reward-json"]["resolved_rate"] == 1.0
+    r = read_json(tmp_path / "job" / "tb-word-count__0" / "result.json")
+    assert r["error"]["kind"] == "sandbox_error" and "use backend='docker'" in r["error"]["message"]
+    assert m["errors_by_kind"] == {"sandbox_error": 1}
