@@ -8,7 +8,7 @@
     t1env gc
     t1env catalog                       (the markdown of docs/tasks.md)
     t1env decontam --against PATH [--threshold X] [--n N] [--family-seeds K] [--json]
-    t1env eval TASK... [--agent ...] [--attempts K] [--concurrency N] [--out DIR | --resume DIR]  (docs/eval.md)
+    t1env eval TASK... [--agent ...] [--attempts K] [--concurrency N] [--out DIR | --resume DIR]  (docs/evaluation.md)
     t1env report DIR [DIR_B]
 """
 

@@ -1,6 +1,6 @@
 """Evaluation: run an agent over a task set into a job folder, then compute metrics and a report.
 
-``t1env eval`` and ``t1env report`` are the commands; docs/eval.md shows them. Modules, in the order data flows:
+``t1env eval`` and ``t1env report`` are the commands; docs/evaluation.md shows them. Modules, in the order data flows:
 :mod:`~t1env.eval.agents` (the agents and the protocol for your own), :mod:`~t1env.eval.openai_agent` (a model
 behind an OpenAI-compatible server), :mod:`~t1env.eval.hf_agent` (a local checkpoint), :mod:`~t1env.eval.harness` (trials, concurrency, resume, stopping),
 :mod:`~t1env.eval.recording` (ATIF trajectories, asciinema casts), :mod:`~t1env.eval.results` (the job folder,

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from t1env.eval.agents import EvalOptions, check_agent_spec, make_agent
 from t1env.eval.recording import TrialRecorder
+from t1env.executor import InProcessExecutor, make_executor
 from t1env.eval.results import finished_trials, job_metrics, read_json, trial_name, write_atomic, write_json
 from t1env.registry import get_task
 from t1env.sandbox import BACKENDS, SandboxError
@@ -63,6 +64,8 @@ class EvalConfig:
     "extra folders to find task ids in"
     options: EvalOptions = field(default_factory=EvalOptions)
     "model agent options"
+    ray: str | None = None
+    "Ray cluster address: sandboxes run on Ray workers (t1env.executor; 'auto': the local `ray start` cluster)"
 
     def __post_init__(self):
         if isinstance(self.options, dict):
@@ -114,9 +117,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.Event | None = None) -> dict:
+def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.Event | None = None,
+              executor=None) -> dict:
     """Play one trial and write its folder; returns its ``result.json`` body. Raises :class:`TrialInterrupted`."""
-    from t1env.env import SetupError, TerminalEnv
+    from t1env.env import SetupError
+    executor = executor or InProcessExecutor()
 
     task, stop = trial.task, stop or threading.Event()
     rec = TrialRecorder(agent_name=config.agent, model_name=config.options.model, session_id=trial.name)
@@ -131,7 +136,7 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
     env = agent = None
     t0 = time.monotonic()
     try:
-        env = TerminalEnv(task=str(task.path), backend=config.backend, reward_mode=config.reward_mode,
+        env = executor.make_env(task=str(task.path), backend=config.backend, reward_mode=config.reward_mode,
                           max_turns=config.max_turns, task_dirs=config.task_dirs or None, prestart=False)
         agent = make_agent(config.agent, task, config.options)
         obs, info = env.reset(seed=trial.attempt)
@@ -236,10 +241,12 @@ def run_job(
     done = {k: v for k, v in finished_trials(job_dir).items() if k in names}
     todo = [t for t in trials if t.name not in done]
     lock = threading.Lock()
+    executor = make_executor("ray", config.ray) if config.ray else make_executor()
 
     def metrics() -> dict:
         m = job_metrics(done.values(), config.attempts, expected_trials=len(trials))
         m.update(agent=config.agent, model=config.options.model, backend=config.backend, updated_at=_now())
+        m.update(executor.metrics())
         return m
 
     if on_start:
@@ -251,7 +258,7 @@ def run_job(
     try:
         while queue or pending:
             while queue and len(pending) < config.concurrency and not stop.is_set():
-                pending.add(pool.submit(run_trial, queue.pop(), config, job_dir, stop))
+                pending.add(pool.submit(run_trial, queue.pop(), config, job_dir, stop, executor))
             if not pending:
                 break
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -272,5 +279,6 @@ def run_job(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         m = metrics()
+        executor.close()
         write_json(job_dir / "result.json", m)
     return m

@@ -201,7 +201,7 @@ def write_report(job_dirs: list[Path], out: Path | None = None) -> list[Path]:
     md += ["## Per task", "", _md_table(head, rows), "", "## Plots", ""]
     md += [f"![{p}]({p})" for p in plots] + [""]
     md += [("Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of Chen et al. "
-            "(2021); see docs/eval.md for every definition."), ""]
+            "(2021); see docs/evaluation.md for every definition."), ""]
 
     imgs = "".join(f'<img alt="{p}" src="data:image/png;base64,{base64.b64encode(b).decode()}">'
                    for p, b in plots.items())
