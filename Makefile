@@ -86,7 +86,7 @@ setup-all: python system-deps  ## t1env + t1train + docker SDK + dev tools
 	@$(PY) -c "import torch" 2>/dev/null || { echo "installing $(TORCH_SPEC)"; \
 	  $(PY) -m pip install -q $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)") "$(TORCH_SPEC)"; }
 	@echo "installing t1 with its train, docker and dev extras into $$($(PY) -c 'import sys; print(sys.prefix)')"
-	@$(PY) -m pip install -q -e ".[train,docker,dev]"
+	@$(PY) -m pip install -q -e ".[train,docker,dev,ray]"
 
 demo: setup-core  ## the main job: the oracle solves a built-in task in the bubblewrap sandbox
 	$(PY) -m t1env run git-recover-branch --agent oracle
