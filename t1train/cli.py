@@ -93,7 +93,10 @@ def cmd_rollout(args) -> int:
         cfg.sampling.seed = cfg.seed
     tasks = cfg.env.tasks
     specs = [EpisodeSpec(tasks[i % len(tasks)], cfg.seed + i, sampling_index=i) for i in range(cfg.episodes)]
-    make_env = make_env_factory(cfg.env.backend, **cfg.env.kwargs)
+    from t1env.executor import make_executor
+
+    executor = make_executor(cfg.rollout.executor, cfg.rollout.ray_address)
+    make_env = make_env_factory(cfg.env.backend, executor=executor, **cfg.env.kwargs)
     _check_envs(make_env, tasks, args.config)
 
     # -- the output file: one line per finished episode, so a killed run keeps what it finished
@@ -120,9 +123,12 @@ def cmd_rollout(args) -> int:
             print(f"t1train: error: {type(err).__name__}: {err}\n{len(log.keys)} finished episodes are in {output}: "
                   "run the same command with --resume to finish the run", file=sys.stderr)
             return 1
+        finally:
+            executor.close()
         elapsed = time.monotonic() - t0
     trajectories = [t for _, t in sorted({**done, **dict(zip(todo, new))}.items())]
     metrics = rollout_metrics(trajectories, tokenizer, cfg.rollout.chat_template)
+    metrics.update(executor.metrics())  # executor, workers_lost, episode_retries
 
     print(f"{'task':<24} {'seed':>5} {'turns':>5} {'reward':>7} {'checks':>7}  end")
     for t in trajectories:

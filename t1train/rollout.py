@@ -72,10 +72,16 @@ class RolloutConfig:
     """What to do when the chat template is not prefix-preserving: ``repair`` (record drift events) or ``error``."""
     chat_template: str | None = None
     """Override the tokenizer's chat template (a Jinja string)."""
+    executor: str = "inprocess"
+    """Where the envs' sandboxes run: ``inprocess`` (here) or ``ray`` (Ray workers; ``t1env.executor``)."""
+    ray_address: str | None = "auto"
+    """With ``executor: ray``: the cluster to join (``auto``: the one ``ray start`` made on this machine)."""
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_turns < 1:
             raise ValueError("concurrency and max_turns must be >= 1")
+        if self.executor not in ("inprocess", "ray"):
+            raise ValueError(f"executor must be 'inprocess' or 'ray', got {self.executor!r}")
         if self.observation_role not in ("user", "tool"):
             raise ValueError(f"observation_role must be 'user' or 'tool', got {self.observation_role!r}")
 
@@ -92,19 +98,22 @@ class EpisodeSpec:
     samples what an uninterrupted run would have."""
 
 
-def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None,
+def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None, executor=None,
                      **kwargs: Any) -> Callable[[str], Any]:
     """``make_env(task) -> T1Terminal-v0`` env, as the runner (``t1train rollout``, the trainer, SFT) makes them.
 
     ``task`` is a task id or a path to a task package; ``kwargs`` go to ``gym.make`` (``reward_mode``,
     ``max_turns``, ...). Each env plays one episode and is closed, so ``prestart`` is off unless asked for: a
-    prestarted spare sandbox would never be used.
+    prestarted spare sandbox would never be used. ``executor`` (``t1env.executor.make_executor``): a Ray executor
+    makes each env on a Ray worker instead (same arguments, same API).
     """
     import gymnasium as gym
 
     import t1env  # noqa: F401  (registers T1Terminal-v0)
 
     kwargs.setdefault("prestart", False)
+    if executor is not None and executor.name != "inprocess":
+        return lambda task: executor.make_env(task=task, backend=backend, task_dirs=task_dirs, **kwargs)
 
     def make_env(task: str):
         return gym.make("T1Terminal-v0", task=task, backend=backend, task_dirs=task_dirs, **kwargs)

@@ -149,6 +149,10 @@ class T1Trainer(GRPOTrainer):
         self.tokenizer = processing_class
         self.engine = engine if engine is not None else self._default_engine()
         env_kwargs = dict(args.env_kwargs)
+        if make_env is None and args.rollout_executor != "inprocess":
+            from t1env.executor import make_executor
+
+            env_kwargs["executor"] = make_executor(args.rollout_executor, args.ray_address)
         self.make_env = make_env or make_env_factory(args.env_backend, **env_kwargs)
         self.routing_replay = None
         if args.r3:

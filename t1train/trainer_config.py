@@ -42,6 +42,10 @@ class T1Config(GRPOConfig):
     max_new_tokens: int = field(default=64, metadata={"help": "Tokens the engine may sample per turn."})
     max_context_tokens: int = field(default=4096, metadata={"help": "End an episode before its context exceeds this."})
     rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
+    rollout_executor: str = field(default="inprocess", metadata={
+        "help": "Where the sandboxes run: inprocess (here) or ray (Ray workers holding a `sandbox` resource)."})
+    ray_address: str | None = field(default="auto", metadata={
+        "help": "With rollout_executor=ray: the Ray cluster to join (auto: the local `ray start` one)."})
     system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every episode."})
     # ---- engine
     engine: str = field(default="hf", metadata={

@@ -84,7 +84,7 @@ def _config_from_args(args) -> EvalConfig:
         raise ValueError(f"--request-timeout must be > 0 seconds, got {args.request_timeout}")
     return EvalConfig(tasks=task_refs(args), agent=args.agent, attempts=args.attempts, concurrency=args.concurrency,
                       backend=args.backend, reward_mode=args.reward_mode, max_turns=args.max_turns,
-                      task_dirs=[str(Path(d)) for d in args.task_dir or []], options=options)
+                      task_dirs=[str(Path(d)) for d in args.task_dir or []], options=options, ray=args.ray)
 
 
 def summary_table(m: dict) -> Table:
@@ -200,6 +200,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--attempts", type=int, default=1, help="trials per task (pass@k for every k <= attempts)")
     p.add_argument("--concurrency", type=int, default=1, help="trials run at the same time")
     p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="run the sandboxes on Ray workers (docs/scale.md); ADDRESS of the cluster, default auto")
     p.add_argument("--reward-mode", choices=REWARD_MODES, default="count")
     p.add_argument("--max-turns", type=int, default=None, help="actions per trial (default: the task's)")
     p.add_argument("--out", help="job folder (default runs/eval-<timestamp>)")

@@ -80,7 +80,7 @@ def cluster():
         ray.init(address=f"127.0.0.1:{PORT}", log_to_driver=False, configure_logging=False)
         nodes.append(_ray_node(ns, root / "node2", f"--address=127.0.0.1:{PORT}", '--resources={"sandbox": 2}'))
         _wait_for_nodes(2)
-        yield
+        yield ns
     finally:
         ray.shutdown()
         for p in reversed(nodes):
@@ -157,3 +157,45 @@ def test_a_worker_killed_mid_episode_is_replaced_and_the_episode_retried(cluster
     assert left, "the killed worker's episode folder (what `t1env gc` exists for)"
     subprocess.run([sys.executable, "-m", "t1env", "gc"], check=True, capture_output=True)
     assert not any(d.exists() for d in left)
+
+
+def _checks(c: dict) -> tuple:
+    """Per-check results without their timings."""
+    return c.get("passed"), c.get("total"), [(x["name"], x["outcome"]) for x in c.get("checks", [])]
+
+
+def test_rollout_runner_on_ray_matches_in_process(cluster):
+    """`rollout.executor: ray`: the policy (the tiny model) stays here; the same seeded episodes give the same
+    token sequences, rewards and checks as with in-process envs."""
+    pytest.importorskip("torch", reason="t1train needs the train extra")
+    from t1train.engines.base import SamplingParams
+    from t1train.engines.hf import HFEngine
+    from t1train.models import tiny_moe
+    from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
+
+    model, tok = tiny_moe()
+    # one episode at a time: the engine's batches (and so its padded forward passes) are the same in both runs
+    cfg = RolloutConfig(concurrency=1, max_turns=3, system_prompt="Use ```bash blocks. SUBMIT when done.")
+    specs = [EpisodeSpec("hello-file", seed) for seed in range(4)]
+    ray_ex = RayExecutor(None, workers=2)
+    runs = []
+    try:
+        for make_env in (make_env_factory(), make_env_factory(executor=ray_ex)):
+            runner = RolloutRunner(HFEngine(model, tok), tok, make_env, SamplingParams(max_new_tokens=16, seed=0), cfg)
+            runs.append([(t.token_ids(), t.reward, _checks(t.checks), t.termination) for t in runner.run(specs)])
+    finally:
+        ray_ex.close()
+    assert all(r[3] != "error" for r in runs[1]), runs[1]
+    for local, remote in zip(runs[0], runs[1]):
+        assert remote[1:] == local[1:]  # reward, checks, how it ended
+        assert remote[0] == local[0]  # the token sequence
+
+
+def test_t1env_eval_ray_command(cluster, tmp_path):
+    """`t1env eval TASK --ray ADDRESS` from a shell in the cluster's network namespace."""
+    out = tmp_path / "job"
+    subprocess.run(["nsenter", f"--net={cluster}", sys.executable, "-m", "t1env", "eval", "hello-file",
+                    "--attempts", "2", "--out", str(out), "--ray", f"127.0.0.1:{PORT}"],
+                   check=True, capture_output=True, text=True)
+    m = json.loads((out / "result.json").read_text())
+    assert (m["executor"], m["n_trials"], m["resolved_rate"]) == ("ray", 2, 1.0)
