@@ -1,11 +1,13 @@
-"""Sandbox backends. ``local`` (bubblewrap, the default, no Docker needed) and ``docker``."""
+"""Sandbox backends. ``local`` (bubblewrap, the default, no Docker needed), ``docker``, and those installed
+packages add (:mod:`t1env.sandbox.plugins`: the ``t1env.sandboxes`` entry-point group)."""
 
 from __future__ import annotations
 
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from t1env.sandbox.plugins import BUILTIN, load_backend, plugin_names
 from t1env.task import Task
 
-BACKENDS = ("local", "docker")
+BACKENDS = BUILTIN + plugin_names()
 
 
 def make_sandbox(backend: str, task: Task, **config_overrides) -> Sandbox:
@@ -21,6 +23,8 @@ def make_sandbox(backend: str, task: Task, **config_overrides) -> Sandbox:
         from t1env.sandbox.docker import DockerSandbox
 
         return DockerSandbox(config, task=task)
+    if backend in BACKENDS:
+        return load_backend(backend)(config, task=task)
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
