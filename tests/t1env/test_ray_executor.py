@@ -23,9 +23,9 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs Ray: pip install -e '.[ray]'")
 
-from t1env.eval.harness import EvalConfig, run_job  # noqa: E402
-from t1env.executor import RayExecutor, make_executor  # noqa: E402
-from t1env.sandbox.local import EPISODE_PREFIX  # noqa: E402
+from t1env.eval.harness import EvalConfig, run_job
+from t1env.executor import RayExecutor, make_executor
+from t1env.sandbox.local import EPISODE_PREFIX
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_bwrap]
 
@@ -64,8 +64,9 @@ def _wait_for_nodes(n: int) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    if shutil.which("unshare") is None or shutil.which("nsenter") is None or os.geteuid() != 0:
-        pytest.skip("needs root with unshare/nsenter (util-linux) to give Ray a network namespace of its own")
+    if any(shutil.which(p) is None for p in ("unshare", "nsenter", "ip")) or os.geteuid() != 0:
+        pytest.skip("needs root with unshare, nsenter (util-linux) and ip (iproute2) to give Ray a network "
+                    "namespace of its own")
     holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && echo ready && exec sleep infinity"],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "ready"
@@ -107,7 +108,7 @@ def _per_check(job_dir: Path) -> dict:
 
 def test_oracle_gives_the_same_per_check_results_in_process_and_on_ray(cluster, tmp_path):
     """8 oracle episodes (4 tasks x 2 seeded attempts) over 2 nodes: identical per-check results."""
-    base = dict(tasks=TASKS, agent="oracle", attempts=2, concurrency=4)
+    base = {"tasks": TASKS, "agent": "oracle", "attempts": 2, "concurrency": 4}
     m_local = run_job(EvalConfig(**base), tmp_path / "local")
     m_ray = run_job(EvalConfig(**base, ray=f"127.0.0.1:{PORT}"), tmp_path / "ray")
     local, remote = _per_check(tmp_path / "local"), _per_check(tmp_path / "ray")
@@ -120,7 +121,7 @@ def test_oracle_gives_the_same_per_check_results_in_process_and_on_ray(cluster, 
 
 def test_seeded_episodes_pick_the_same_family_instance(cluster):
     """A family env draws its instance from the reset seed: the same one in-process and on a worker."""
-    kwargs = dict(family="logs", prestart=False)
+    kwargs = {"family": "logs", "prestart": False}
     local_ex, ray_ex = make_executor(), RayExecutor(None, workers=1)
     try:
         for seed in (3, 11):
@@ -146,7 +147,7 @@ def test_a_worker_killed_mid_episode_is_replaced_and_the_episode_retried(cluster
         victim = env.worker
         pid = ray.get(victim.pid.remote())
         os.kill(pid, signal.SIGKILL)
-        obs, reward, terminated, truncated, info = env.step("cat /tmp/first")
+        obs, _, _, _, info = env.step("cat /tmp/first")
         assert "one" in obs  # the replayed action ran on the new worker's sandbox
         assert info["executor_retries"] == 1
         assert ex.metrics()["workers_lost"] == 1 and ex.metrics()["episode_retries"] == 1
