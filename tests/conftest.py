@@ -119,3 +119,40 @@ def make_task(tmp_path):
         return d
 
     return make
+
+
+def _python312() -> str | None:
+    """A working python3.12 or 3.13: on PATH, or one of pyenv's versions (its shim fails when not selected)."""
+    import subprocess
+
+    found = [shutil.which("python3.12"), shutil.which("python3.13")]
+    found += sorted(str(p) for p in Path("~/.pyenv/versions").expanduser().glob("3.1[23]*/bin/python3"))
+    for py in filter(None, found):
+        if subprocess.run([py, "-V"], capture_output=True, check=False).returncode == 0:
+            return py
+    return None
+
+
+@pytest.fixture(scope="session")
+def interop_python() -> str:
+    """A Python >= 3.12 with Harbor's package (its pydantic models, its Terminal-Bench mapper) and asciinema, in
+    a venv of its own in t1's cache folder (``T1_HARBOR_PYTHON`` names one instead). Made on first use from the
+    package registry. Skips only where no Python >= 3.12 exists at all; a failed install is an error."""
+    import os
+    import subprocess
+
+    if os.environ.get("T1_HARBOR_PYTHON"):
+        return os.environ["T1_HARBOR_PYTHON"]
+    from t1env.resources import cache_dir
+
+    venv = cache_dir() / "interop-py312"
+    python = venv / "bin" / "python"
+    if subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True, check=False).returncode == 0:
+        return str(python)
+    base = _python312()
+    if base is None:
+        pytest.skip("no python3.12 or 3.13 (the harbor package needs Python >= 3.12)")
+    subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
+    r = subprocess.run([str(python), "-m", "pip", "install", "-q", "harbor", "asciinema"], capture_output=True, text=True)
+    assert r.returncode == 0, f"installing harbor and asciinema into {venv} failed: {r.stderr.strip()[-500:]}"
+    return str(python)

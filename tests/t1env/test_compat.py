@@ -315,40 +315,11 @@ def test_export_round_trip_keeps_per_check_results(tmp_path, offline):
 
 # -- interop with Harbor's own package (Python >= 3.12, in a venv of its own) ----------------------------
 
-def _harbor_python() -> str | None:
-    if os.environ.get("T1_HARBOR_PYTHON"):
-        return os.environ["T1_HARBOR_PYTHON"]
-    from t1env.resources import cache_dir
-
-    venv = cache_dir() / "harbor-venv"
-    py = venv / "bin" / "python"
-    if py.exists():
-        return str(py)
-    base = shutil.which("python3.12") or shutil.which("python3.13")
-    pyenv = shutil.which("pyenv")
-    if pyenv and base:
-        r = subprocess.run([pyenv, "which", "python3.12"], capture_output=True, text=True)
-        base = r.stdout.strip() if r.returncode == 0 else base
-    if not base:
-        return None
-    try:
-        subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "harbor"], check=True, capture_output=True, timeout=900)
-    except (subprocess.SubprocessError, OSError):
-        shutil.rmtree(venv, ignore_errors=True)
-        return None
-    return str(py)
-
-
 @pytest.fixture(scope="module")
-def harbor_python():
-    py = _harbor_python()
-    if py is None:
-        pytest.skip("no Python >= 3.12 with the harbor package (set T1_HARBOR_PYTHON, or install python3.12)")
-    return py
+def harbor_python(interop_python):
+    return interop_python  # tests/conftest.py: a Python >= 3.12 venv with the harbor package
 
 
-@pytest.mark.slow
 def test_harbor_taskconfig_reads_every_exported_and_fixture_task_toml(tmp_path, harbor_python):
     from t1env.export import export
     from t1env.registry import builtin_tasks_dir

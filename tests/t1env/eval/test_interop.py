@@ -3,7 +3,6 @@ loads with the `asciinema` package's parser (and `asciinema cat` replays it). Ha
 test makes a venv with it in t1's cache folder the first time (CI has the package registry)."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from t1env.eval import EvalConfig, run_job
-from t1env.resources import cache_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_bwrap]
 
@@ -35,29 +33,6 @@ for job in sys.argv[1:]:
         n_cast += 1
 print(json.dumps({"trajectories": n_traj, "casts": n_cast}))
 """
-
-
-def _python312() -> str | None:
-    """A working python3.12 or 3.13: on PATH, or one of pyenv's versions (its shim fails when not selected)."""
-    found = [shutil.which("python3.12"), shutil.which("python3.13")]
-    found += sorted(str(p) for p in Path("~/.pyenv/versions").expanduser().glob("3.1[23]*/bin/python3"))
-    for py in filter(None, found):
-        if subprocess.run([py, "-V"], capture_output=True, check=False).returncode == 0:
-            return py
-    return None
-
-
-@pytest.fixture(scope="module")
-def interop_python():
-    py312 = _python312()
-    if py312 is None:
-        pytest.skip("no python3.12 or 3.13 (the harbor package needs Python >= 3.12)")
-    venv = cache_dir() / "interop-py312"
-    python = venv / "bin" / "python"
-    if subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True, check=False).returncode != 0:
-        subprocess.run([py312, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "harbor", "asciinema"], check=True)
-    return python
 
 
 def test_trajectories_and_casts_validate_with_harbor_and_asciinema(tmp_path, interop_python):
