@@ -7,7 +7,7 @@ machine; the table gives episodes/s and wall time per episode, and the Ray overh
 in-process run with the same number of workers.
 
 Needs a running Ray cluster with a ``sandbox`` resource. Ray binds to the machine's interface address, so on a
-single machine run the cluster and this script in a network namespace of their own (docs/scale.md)::
+single machine run the cluster and this script in a network namespace of their own (docs/scaling.md)::
 
     unshare -n sh -c 'ip link set lo up
       ray start --head --port=6391 --num-cpus=1 --resources="{\\"sandbox\\": 2}" --include-dashboard=false

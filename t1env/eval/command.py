@@ -201,7 +201,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--concurrency", type=int, default=1, help="trials run at the same time")
     p.add_argument("--backend", choices=BACKENDS, default="local")
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
-                   help="run the sandboxes on Ray workers (docs/scale.md); ADDRESS of the cluster, default auto")
+                   help="run the sandboxes on Ray workers (docs/scaling.md); ADDRESS of the cluster, default auto")
     p.add_argument("--reward-mode", choices=REWARD_MODES, default="count")
     p.add_argument("--max-turns", type=int, default=None, help="actions per trial (default: the task's)")
     p.add_argument("--out", help="job folder (default runs/eval-<timestamp>)")

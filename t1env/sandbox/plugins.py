@@ -35,4 +35,4 @@ def load_backend(name: str):
         if ep.name == name:
             return ep.load()
     raise ValueError(f"no sandbox backend {name!r}: built in are {', '.join(BUILTIN)}; a plug-in package adds one "
-                     f"with an entry point in the {GROUP!r} group (docs/scale.md)")
+                     f"with an entry point in the {GROUP!r} group (docs/scaling.md)")

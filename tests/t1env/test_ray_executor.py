@@ -1,4 +1,4 @@
-"""The Ray executor on a real 2-node Ray cluster on loopback (``docs/scale.md``).
+"""The Ray executor on a real 2-node Ray cluster on loopback (``docs/scaling.md``).
 
 Ray binds to the machine's interface address even when told 127.0.0.1, so the module's cluster and this test
 process's Ray driver live in a network namespace of their own: a holder process made by ``unshare -n`` (with ``lo``
