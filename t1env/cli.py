@@ -335,7 +335,7 @@ def _cmd_images(args) -> int:
     return 0
 
 
-def _at_least_one(text: str) -> int:
+def at_least_one(text: str) -> int:
     """argparse type: an integer >= 1 (``validate --runs 0`` would pass a task without a single oracle run)."""
     try:
         n = int(text)
@@ -376,9 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier", parents=[common])
     p.add_argument("paths", nargs="*", help="task folders (or ids)")
     p.add_argument("--all", action="store_true", help="every known task and the calibration seeds of every family")
-    p.add_argument("--runs", type=_at_least_one, default=None,
+    p.add_argument("--runs", type=at_least_one, default=None,
                    help="oracle runs per task, results must be identical (default 2; 3 with --all)")
-    p.add_argument("--jobs", type=_at_least_one, default=max(1, (os.cpu_count() or 2)),
+    p.add_argument("--jobs", type=at_least_one, default=max(1, (os.cpu_count() or 2)),
                    help="tasks validated in parallel")
     p.add_argument("--backend", choices=BACKENDS, default="local")
     p.add_argument("--json", action="store_true")

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from t1env.cli import at_least_one
+
 
 def build_engine(cfg):
     """``(engine, tokenizer)`` for an ``EngineConfig``."""
@@ -274,17 +276,6 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def _at_least_one(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="t1train", description="Train and roll out terminal agents.")
     parser.add_argument("--config", help="training YAML file: same as `t1train train --config FILE`")
@@ -292,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="SFT warm-start (optional) then RL: PPO, GRPO or GSPO")
     train.add_argument("--config", required=True, help="training YAML file (see configs/tiny-cpu.yaml)")
     train.add_argument("--output-dir", help="override train.output_dir")
-    train.add_argument("--max-steps", type=_at_least_one, help="override train.max_steps")
+    train.add_argument("--max-steps", type=at_least_one, help="override train.max_steps")
     train.add_argument("--skip-sft", action="store_true", help="ignore the sft: section")
     train.add_argument("--resume", nargs="?", const=True, default=None,
                        help="resume from the last checkpoint in output_dir (or from the given checkpoint)")
@@ -309,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     rollout = sub.add_parser("rollout", help="run episodes with an engine and write TITO trajectories")
     rollout.add_argument("--config", required=True, help="rollout YAML file (see docs/training.md)")
     rollout.add_argument("--output", help="override the config's output path")
-    rollout.add_argument("--episodes", type=_at_least_one, help="override the config's episode count")
+    rollout.add_argument("--episodes", type=at_least_one, help="override the config's episode count")
     again = rollout.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",
                        help="the output file holds an interrupted run: run only the episodes missing from it")

@@ -28,35 +28,16 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from t1env.files import fsync_dir, write_atomic
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Replace ``path`` with ``text`` in one step: readers (and a crash) see the old content or the new."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    write_atomic(path, text)
 
 
 def staging_dir(final: str | Path) -> Path:
@@ -80,14 +61,14 @@ def publish_dir(staging: str | Path, final: str | Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(root))
+        fsync_dir(Path(root))
     old = None
     if final.exists():  # the same step saved twice: keep the old one until the new one is in place
         old = final.parent / f".{final.name}.old"
         shutil.rmtree(old, ignore_errors=True)
         final.rename(old)
     staging.rename(final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
