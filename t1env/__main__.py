@@ -1,5 +1,3 @@
-import sys
+from t1env.cli import console_main
 
-from t1env.cli import main
-
-sys.exit(main())
+console_main()

@@ -423,9 +423,19 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def console_main() -> None:
+    """The ``t1env`` command (and ``python -m t1env``): :func:`main` in a process of its own.
+
+    Only here is SIGPIPE set back to its default, so that ``t1env list | head`` ends quietly; :func:`main`
+    called in-process (tests, notebooks, other tools) leaves the caller's signal handling alone, since a
+    process with SIGPIPE at its default dies on the first write to a closed pipe instead of raising.
+    """
     if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `t1env list | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main())
+
+
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from t1env.images import MAP_ENV, ImageMapError, load_map
     from t1env.registry import PATH_ENV

@@ -154,3 +154,13 @@ def test_validate_task_refuses_zero_oracle_runs():
 
     with pytest.raises(ValueError, match="runs must be an integer >= 1"):
         validate_task("hello-file", runs=0)
+
+
+def test_main_in_process_leaves_the_callers_sigpipe_handling_alone(capsys):
+    """A process whose SIGPIPE is at its default dies on a write to a closed pipe: main() must not do that to its
+    caller (a test run calling main() once was later killed by SIGPIPE); only the console script does."""
+    import signal
+
+    before = signal.getsignal(signal.SIGPIPE)
+    assert main(["list", "--json"]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == before == signal.SIG_IGN
