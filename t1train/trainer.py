@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -72,7 +73,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import pad
 
 from t1train import ppo
-from t1train.engines.base import SamplingParams
+from t1train.engines.base import SamplingParams, episode_seed
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.storage import EpisodeLog, publish_dir, staging_dir
 from t1train.tito import loss_region_drift
@@ -164,7 +165,7 @@ class T1Trainer(GRPOTrainer):
                                             system_prompt=args.system_prompt, return_routed_experts=args.r3)
         self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                        top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
-        self.runner = RolloutRunner(self.engine, processing_class, self.make_env, self.sampling, self.rollout_config)
+        self._rollout_calls: dict[tuple[str, int], int] = {}
         self._engine_version: str | None = None
         self._episode_log: EpisodeLog | None = None
         self._episode_log_claimed = False  # decided once: a fresh run moves an earlier run's episodes aside
@@ -229,8 +230,17 @@ class T1Trainer(GRPOTrainer):
                 phase: str = "train") -> list[Trajectory]:
         """Play episodes with the engine as it is now (no weight sync); each is logged as it finishes (``phase``
         names the run's part in the log: ``train``, ``warmup``, ``eval``...)."""
-        runner = self.runner if sampling is None else RolloutRunner(self.engine, self.tokenizer, self.make_env,
-                                                                    sampling, self.rollout_config)
+        if sampling is None:
+            # Seeded per (phase, step, call), then per episode and turn by the runner: what an episode samples
+            # does not depend on which other episodes share the engine's batches, i.e. on thread timing (with
+            # one generator for all, a run's learning curve changed with the machine's load).
+            step = self.state.global_step if getattr(self, "state", None) is not None else 0
+            key = (phase, step)
+            n = self._rollout_calls.get(key, 0)
+            self._rollout_calls[key] = n + 1
+            base = episode_seed(self.args.seed, step, n + (1_000_000 if phase == "warmup" else 0))
+            sampling = dataclasses.replace(self.sampling, seed=base)
+        runner = RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
         return runner.run(specs, on_episode=self._episode_recorder(phase))
 
     # ------------------------------------------------------------------------------------------ episode log

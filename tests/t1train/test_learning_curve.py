@@ -15,6 +15,10 @@ What is asserted, with the numbers behind the margins (docs/benchmarks-training.
   40 steps at 1e-3 once gained +1.50 and once collapsed to 0, hence 5e-4 and 60 steps;
 * the training batches' mean passing count rises (last 10 rollouts vs first 10, 160 episodes each).
 
+Training rollouts sample with a seed per (step, episode, turn) (``T1Trainer.rollout``), so a run does not depend
+on which episodes share the engine's batches, i.e. on the machine's load: with one generator for all episodes, the
+same seed-0 run gained +0.34 on a quiet machine and collapsed to 0 under CI (2026-11-30). Seeded: 0.562 -> 0.891.
+
 One run, seed 0, no second try: the seed-0 gain (+0.28) is about six noise widths above 0 and nearly twice
 ``MARGIN``, so a shortfall is a regression to look at, not bad luck to retry away. PPO on a 1M-parameter model is
 seed-sensitive (see above); if this test fails, rerun ``bench/learning_curve.py --seeds 0 1 2`` to tell a recipe
