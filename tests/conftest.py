@@ -147,7 +147,7 @@ def interop_python() -> str:
 
     venv = cache_dir() / "interop-py312"
     python = venv / "bin" / "python"
-    if subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True, check=False).returncode == 0:
+    if python.exists() and subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True).returncode == 0:
         return str(python)
     base = _python312()
     if base is None:

@@ -320,6 +320,7 @@ def harbor_python(interop_python):
     return interop_python  # tests/conftest.py: a Python >= 3.12 venv with the harbor package
 
 
+@pytest.mark.slow
 def test_harbor_taskconfig_reads_every_exported_and_fixture_task_toml(tmp_path, harbor_python):
     from t1env.export import export
     from t1env.registry import builtin_tasks_dir
