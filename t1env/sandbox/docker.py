@@ -85,6 +85,7 @@ from t1env.sandbox.docker_engine import (  # noqa: F401  (the backend's public n
     _one_line,
     client,
     engine_available,
+    engine_ready,
 )
 from t1env.sandbox.docker_helper import HELPER, _HelperGone  # noqa: F401
 from t1env.sandbox.docker_images import (  # noqa: F401

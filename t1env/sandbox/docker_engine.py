@@ -66,6 +66,18 @@ def engine_available() -> tuple[bool, str]:
         return False, str(e)
 
 
+def engine_ready(image: str) -> tuple[bool, str]:
+    """(True, "") when an engine answers and has ``image`` locally, else (False, the one-line reason)."""
+    up, why = engine_available()
+    if not up:
+        return False, f"no Docker engine: {why}"
+    try:
+        client().images.get(image)
+    except Exception:
+        return False, f"base image {image} missing: run .ci/docker-setup.sh"
+    return True, ""
+
+
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return text[:300] + ("..." if len(text) > 300 else "")

@@ -483,7 +483,9 @@ class LocalSandbox(Sandbox):
 
         return run_verifier(self, runtime, tests, timeout, mode, options)
 
-    def stop(self) -> None:
+    def end_processes(self) -> None:
+        """Kill the network helper and the sandbox's pid 1 (the kernel then kills everything in its pid
+        namespace); the episode folders and cgroups stay (``stop()`` removes them)."""
         net, self._net = self._net, None
         if self._net_exit_w is not None:
             os.close(self._net_exit_w)  # slirp4netns exits when this closes
@@ -493,6 +495,10 @@ class LocalSandbox(Sandbox):
         init, self._init = self._init, None
         if init is not None:
             _kill_and_reap(init)  # pid 1 of the namespace: the kernel kills everything inside
+        self.init_pid = None
+
+    def stop(self) -> None:
+        self.end_processes()
         cg, self._cg = self._cg, None
         if cg is not None:
             cg.destroy()

@@ -135,29 +135,10 @@ def _shared(box, env: dict, timeout: float, extra: tuple[str, ...] = ()) -> tupl
 
 
 def end_agent(box, wait: float = 5.0) -> None:
-    """End every process of the agent: the network helper, and the sandbox's pid 1, whose death makes
-    the kernel kill everything in its pid namespace. The episode folders and cgroups stay."""
-    net, box._net = box._net, None
-    if box._net_exit_w is not None:
-        os.close(box._net_exit_w)
-        box._net_exit_w = None
-    if net is not None:
-        net.kill()
-        net.wait()
-    old_pid, init, box._init = box.init_pid, box._init, None
-    box.init_pid = None
-    if init is not None:
-        try:
-            init.kill()
-        except ProcessLookupError:
-            pass
-        try:
-            init.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (init.stdout, init.stderr):
-            if stream is not None:
-                stream.close()
+    """End every process of the agent (:meth:`LocalSandbox.end_processes`) and wait until none runs any more.
+    The episode folders and cgroups stay."""
+    old_pid = box.init_pid
+    box.end_processes()
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         left = (box._cg.pids() if box._cg is not None else set()) | (pids_in_namespace(old_pid) if old_pid else set())

@@ -218,14 +218,7 @@ def _docker_ready() -> tuple[bool, str]:
         from t1env.sandbox import docker as D
     except ImportError:
         return False, "the docker SDK is not installed"
-    up, why = D.engine_available()
-    if not up:
-        return False, f"no Docker engine: {why}"
-    try:
-        D.client().images.get(images.BASE_FROM)
-    except Exception:
-        return False, f"base image {images.BASE_FROM} missing: run .ci/docker-setup.sh"
-    return True, ""
+    return D.engine_ready(images.BASE_FROM)
 
 
 _UP, _WHY = _docker_ready() if os.environ.get("T1_SKIP_DOCKER_PROBE") is None else (False, "probe skipped")

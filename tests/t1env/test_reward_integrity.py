@@ -35,14 +35,7 @@ def _docker_ready() -> tuple[bool, str]:
         from t1env.sandbox import docker as D
     except ImportError:
         return False, "the docker SDK is not installed"
-    up, why = D.engine_available()
-    if not up:
-        return False, f"no Docker engine: {why}"
-    try:
-        D.client().images.get(D.DEFAULT_BASE)
-    except Exception:
-        return False, f"base image {D.DEFAULT_BASE} missing: run .ci/docker-setup.sh"
-    return True, ""
+    return D.engine_ready(D.DEFAULT_BASE)
 
 
 _DOCKER_UP, _DOCKER_WHY = _docker_ready()
