@@ -190,8 +190,18 @@ def rss_mb() -> float:
 
 
 def peak_rss_mb() -> float:
-    """The most this process was resident since it started (``VmHWM``), MiB."""
+    """The most this process was resident since it started or since :func:`reset_peak_rss` (``VmHWM``), MiB."""
     return int(_status("VmHWM").split()[0]) / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Start :func:`peak_rss_mb` again from the current RSS (Linux >= 4.0); False where the kernel refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 # -- temp dirs --------------------------------------------------------------------------------
@@ -378,6 +388,7 @@ __all__ = [
     "own_cgroups",
     "peak_rss_mb",
     "process_table",
+    "reset_peak_rss",
     "rss_mb",
     "snapshot",
 ]
