@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -258,19 +256,10 @@ def _cmd_new(args) -> int:
 
 
 def _cmd_gc(args) -> int:
-    from t1env.sandbox.local import EPISODE_PREFIX
+    from t1env.sandbox import local
 
-    removed = 0
-    for d in Path(tempfile.gettempdir()).glob(f"{EPISODE_PREFIX}*"):
-        try:
-            owner = int((d / "owner").read_text())
-            os.kill(owner, 0)
-            continue  # its process is alive
-        except (OSError, ValueError):
-            pass
-        shutil.rmtree(d, ignore_errors=True)
-        removed += 1
-    console.print(f"removed {removed} orphaned local sandbox folder(s)")
+    removed = local.gc()
+    console.print(f"removed {removed} orphaned local sandbox folder(s) and their cgroups")
     try:
         from t1env.sandbox import docker as docker_backend
     except ImportError:

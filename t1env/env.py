@@ -152,6 +152,8 @@ class TerminalEnv(gym.Env[str, Any]):
         self.render_mode = render_mode
         self._worker: ThreadPoolExecutor | None = None
         self._spare: Future | None = None
+        self._stopping: Future | None = None  # the last background stop (prestart)
+        self._oom_kills = 0  # the sandbox's out-of-memory kills the agent was told about
 
         self.observation_space = TerminalText(max_length=max(max_output_bytes * 4, 65536) + _NOTE_ROOM)
         self.action_space = ShellAction()
@@ -181,6 +183,7 @@ class TerminalEnv(gym.Env[str, Any]):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
         self._teardown()
+        self._wait_for_stops()
         options = options or {}
         if "task" in options:
             tid = options["task"]
@@ -201,6 +204,7 @@ class TerminalEnv(gym.Env[str, Any]):
         if self.prestart:
             self._spare = self._background().submit(self._launch, self.task)
         self.turn = 0
+        self._oom_kills = 0  # a fresh sandbox
         self._done = False
         self._t_start = time.monotonic()
         self.last_verification = None
@@ -294,7 +298,12 @@ class TerminalEnv(gym.Env[str, Any]):
                     timed_out=r.timed_out,
                     output_truncated=r.truncated,
                     shell_restarted=r.restarted,
+                    oom_killed=(r.exit_code == 137 or r.restarted) and self._new_oom_kill(),
                 )
+                if info["oom_killed"]:  # bash says only "Killed": say by what, and the limit
+                    sep = "" if not obs or obs.endswith("\n") else "\n"
+                    obs += (f"{sep}[t1] the out-of-memory killer ended a process: the sandbox's memory limit "
+                            f"({self.sandbox.config.memory_mb} MiB) was reached\n")
                 self._last = f"$ {payload['command']}\n{obs}"
             else:
                 t0 = time.monotonic()
@@ -421,9 +430,27 @@ class TerminalEnv(gym.Env[str, Any]):
         shell, self.shell = self.shell, None
         box, self.sandbox = self.sandbox, None
         if self.prestart and self._worker is not None:
-            self._worker.submit(_stop, shell, box)
+            self._stopping = self._worker.submit(_stop, shell, box)
         else:
             _stop(shell, box)
+
+    def _new_oom_kill(self) -> bool:
+        """Whether the out-of-memory killer ended a process in the sandbox since the last time this was asked."""
+        kills = self.sandbox.oom_kills() if self.sandbox is not None else None
+        if kills is None or kills <= self._oom_kills:
+            return False
+        self._oom_kills = kills
+        return True
+
+    def _wait_for_stops(self) -> None:
+        """Wait until the sandboxes stopped in the background are gone (usually long since): what the last episode
+        left on the host's disk (a local sandbox's folder) is freed before the next one starts using it."""
+        stopping, self._stopping = self._stopping, None
+        if stopping is not None:
+            try:
+                stopping.result()  # the worker runs in order: every earlier stop is done too
+            except Exception:
+                pass  # a failed stop is t1env gc's to clean up; it must not fail the next episode
 
 
 def _stop(shell: ShellSession | None, box: Sandbox | None) -> None:

@@ -230,6 +230,7 @@ class ShellSession:
         pid = self._wait_marker(f"\x1eY{tok}:".encode(), self.startup_timeout)
         if pid is None:
             self._kill_child()
+            self.sandbox.shell_argv()  # raises the backend's reason if the sandbox died meanwhile (container killed)
             raise SandboxError(f"the shell in the {self.sandbox.name} sandbox did not start within {self.startup_timeout}s")
         self.shell_pid = pid
 

@@ -177,6 +177,11 @@ class Sandbox(ABC):
         # after the command name: state ppid pgrp session tty_nr tpgid
         return len(fields) > 5 and fields[2] != fields[5] and fields[5] != "-1"
 
+    def oom_kills(self) -> int | None:
+        """How many processes the out-of-memory killer has ended in this sandbox (its memory limit was reached),
+        or None when the backend cannot tell."""
+        return None
+
     # -- verification ------------------------------------------------------------------------
     def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate",
                      options: "VerifierOptions | None" = None) -> VerifierRun:

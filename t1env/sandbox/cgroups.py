@@ -21,10 +21,12 @@ Every write is best effort: a limit counts as enforced only when its file took t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
 from pathlib import Path
+from typing import Iterable
 
 CONTROLLERS = ("pids", "memory")
 
@@ -193,24 +195,44 @@ class SandboxCgroups:
             out.update(int(x) for x in self._read(d / "cgroup.procs").split())
         return out
 
+    def oom_kills(self) -> int | None:
+        """Processes the out-of-memory killer ended in the memory cgroup (None: no memory cgroup or no counter)."""
+        return oom_kill_count(self._read(d / f) for d in self.dirs for f in ("memory.oom_control", "memory.events"))
+
     def destroy(self) -> None:
         """Kill every process in the cgroups, then remove them."""
-        for d in self.dirs:
-            self._write(d / "cgroup.kill", "1")  # v2, Linux >= 5.14: one write kills all
-        deadline = time.monotonic() + 5
-        while True:
-            live = self.pids()
-            if not live or time.monotonic() > deadline:
-                break
-            for pid in live:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.005)
-        for d in reversed(self.dirs):
-            for _ in range(200):  # the kernel may need a moment after the last process is gone
-                if self._remove_cgroup(d):
-                    break
-                time.sleep(0.005)
+        remove_cgroups(self.dirs)
         self.dirs = []
+
+
+def oom_kill_count(texts: Iterable[str]) -> int | None:
+    """The ``oom_kill N`` counter of the first of ``texts`` (a v1 ``memory.oom_control`` or v2 ``memory.events``)
+    that has one."""
+    for text in texts:
+        m = re.search(r"^oom_kill (\d+)$", text, re.M)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def remove_cgroups(dirs: list[Path]) -> None:
+    """Kill every process in ``dirs`` (cgroups), then remove them (also for ``t1env gc``: a dead process's)."""
+    read, write = SandboxCgroups._read, SandboxCgroups._write
+    for d in dirs:
+        write(d / "cgroup.kill", "1")  # v2, Linux >= 5.14: one write kills all
+    deadline = time.monotonic() + 5
+    while True:
+        live = {int(x) for d in dirs for x in read(d / "cgroup.procs").split()}
+        if not live or time.monotonic() > deadline:
+            break
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+    for d in reversed(dirs):
+        for _ in range(200):  # the kernel may need a moment after the last process is gone
+            if SandboxCgroups._remove_cgroup(d):
+                break
+            time.sleep(0.005)

@@ -300,6 +300,18 @@ class DockerSandbox(Sandbox):
 
         return run_verifier(self, runtime, tests, timeout, mode, options)
 
+    def oom_kills(self) -> int | None:
+        """The container's memory cgroup counter, read inside it (cgroup v1, then v2 layout)."""
+        from t1env.sandbox.cgroups import oom_kill_count
+
+        texts = []
+        for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+            try:
+                texts.append(self.get_file(path).decode(errors="replace"))
+            except (OSError, SandboxError):
+                pass
+        return oom_kill_count(texts)
+
     def foreground_busy(self, shell_pid: int) -> bool:
         r = self.exec(["cat", f"/proc/{shell_pid}/stat"], timeout=5)
         fields = r.stdout.decode(errors="replace").rsplit(")", 1)[-1].split()

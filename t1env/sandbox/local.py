@@ -100,7 +100,7 @@ from typing import Callable, Mapping
 from t1env.sandbox import seccomp
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
 from t1env.sandbox.bounded import Finished, OutputCapture, pump, readable_within
-from t1env.sandbox.cgroups import SandboxCgroups
+from t1env.sandbox.cgroups import SandboxCgroups, remove_cgroups
 from t1env.sandbox.userns import popen_as_root_of_new_userns
 
 # Docker's default capability set: enough to be "root" for chown/chmod/useradd-style work,
@@ -237,6 +237,7 @@ class LocalSandbox(Sandbox):
         (root / "owner").write_text(str(os.getpid()))  # lets `t1env gc` find orphans
         (root / "verifier").mkdir(mode=0o755)  # owned by host root: read-only inside
         self._cg = SandboxCgroups(f"t1-{uuid.uuid4().hex[:12]}", c.pids, c.memory_mb * 1024 * 1024)
+        (root / "cgroups").write_text("".join(f"{d}\n" for d in self._cg.dirs))  # for `t1env gc` too
         for ctrl, why in self._cg.missing.items():
             _warn_once(f"the local sandbox cannot cap {ctrl}: {why}")
         if os.geteuid() != 0:
@@ -511,6 +512,9 @@ class LocalSandbox(Sandbox):
     def alive(self) -> bool:
         return self._init is not None and self._init.poll() is None
 
+    def oom_kills(self) -> int | None:
+        return self._cg.oom_kills() if self._cg is not None and self._cg.enforced["memory"] else None
+
     @property
     def host_workdir(self) -> Path:
         """The host directory behind the workdir (for tests and debugging)."""
@@ -629,6 +633,36 @@ class LocalSandbox(Sandbox):
         if r.returncode != 0:
             raise _os_error(r.stderr.bytes(), path, "cat")
         return r.stdout.bytes()
+
+
+def gc(tmpdir: str | None = None) -> int:
+    """Remove what local sandboxes of dead processes left (``t1env gc``): their cgroups, with any process still
+    in them, and their episode folders (``t1-sbx-*`` in ``tmpdir``, default the temp folder). A folder whose
+    ``owner`` process runs is kept, and so is one too new to have an owner yet (a sandbox starting now).
+    Returns how many folders were removed."""
+    removed = 0
+    for d in Path(tmpdir or tempfile.gettempdir()).glob(f"{EPISODE_PREFIX}*"):
+        try:
+            os.kill(int((d / "owner").read_text()), 0)
+            continue  # its process is alive
+        except PermissionError:
+            continue  # alive, and another user's
+        except (OSError, ValueError):
+            pass
+        try:
+            if not (d / "owner").exists() and time.time() - d.stat().st_mtime < 60:
+                continue  # made by mkdtemp a moment ago: its owner is being written
+            listed = (d / "cgroups").read_text().split()
+        except FileNotFoundError:
+            listed = []
+        except OSError:
+            continue
+        root = SandboxCgroups.ROOT.resolve()
+        remove_cgroups([Path(x) for x in listed
+                        if Path(x).is_absolute() and root in Path(x).parents and Path(x).name.startswith("t1-")])
+        _rmtree(d)
+        removed += 1
+    return removed
 
 
 # ---------------------------------------------------------------------------------------------

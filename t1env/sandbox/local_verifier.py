@@ -151,9 +151,12 @@ def end_agent(box, wait: float = 5.0) -> None:
 def _stage(runtime: Path, tests: Path, dest: Path) -> None:
     """Copy the runtime and the tests into the episode's verifier folder, readable by the sandbox's root."""
     _clear(dest)
-    shutil.copytree(runtime, dest, dirs_exist_ok=True, symlinks=False)
-    shutil.copytree(tests, dest / "tests", dirs_exist_ok=True, symlinks=False,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    try:
+        shutil.copytree(runtime, dest, dirs_exist_ok=True, symlinks=False)
+        shutil.copytree(tests, dest / "tests", dirs_exist_ok=True, symlinks=False,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    except shutil.Error as e:  # one (src, dst, why) per file: say the first reason, e.g. the disk is full
+        raise OSError(f"staging the verifier into the episode folder failed: {e.args[0][0][2]}") from None
     for d, dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for f in files:
