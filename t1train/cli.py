@@ -201,15 +201,21 @@ def run_sft_section(cfg, targs, model, tokenizer):
     sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
                          per_device_train_batch_size=section.per_device_train_batch_size, logging_steps=10,
                          lr_scheduler_type="constant", save_strategy="no", report_to="none", bf16=False,
-                         seed=targs.seed, activation_checkpointing=True)  # TRL's default, by its current name
+                         seed=targs.seed, activation_checkpointing=True,  # TRL's default, by its current name
+                         use_cpu=targs.use_cpu)  # several CPU processes (torchrun): the same process group as RL
     trainer = run_sft(model, tokenizer, sft_dataset(trajectories * section.repeats), sft_args)
-    trainer.save_model(out)
-    tokenizer.save_pretrained(out)
-    print(f"sft: saved to {out}")
+    trainer.save_model(out)  # written by the main process only, under `accelerate launch`
+    if trainer.accelerator.is_main_process:
+        tokenizer.save_pretrained(out)
+        print(f"sft: saved to {out}")
     return trainer.model
 
 
 def _print_eval(label: str, metrics: dict) -> None:
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:  # under `accelerate launch`: one process prints
+        return
     print(f"{label:<12} passed {metrics['passed_mean']:.3f}  resolved {metrics['resolved_rate']:.2f}  "
           f"({metrics['episodes']} episodes)")
 
@@ -242,6 +248,8 @@ def cmd_train(args) -> int:
     after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-after")
     _print_eval("before RL", before)
     _print_eval("after RL", after)
+    if not trainer.accelerator.is_main_process:
+        return 0
     if trainer.critic_warmup_history:
         last = trainer.critic_warmup_history[-1]
         print(f"critic warm-start: {len(trainer.critic_warmup_history)} iterations, "

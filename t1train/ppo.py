@@ -18,7 +18,12 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+Reduce = Callable[[torch.Tensor], torch.Tensor]
+"""Sums a tensor over the processes of a multi-process run (identity on one process)."""
 
 OFF_POLICY_MODES = ("none", "token_truncate", "sequence_truncate", "token_mask", "sequence_mask")
 
@@ -87,21 +92,29 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, 
     return advantages, returns
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, reduce: Reduce | None = None) -> torch.Tensor:
+    """Mean of ``x`` over ``mask``. ``reduce`` sums a tensor over every process of a multi-process run (e.g.
+    ``accelerator.reduce(t, "sum")``): the mean is then over every process's batch, not this process's part."""
+    if reduce is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    total = reduce(torch.stack([(x * mask).sum(), mask.sum().to(x.dtype)]))
+    return total[0] / total[1].clamp(min=1.0)
 
 
-def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
-    """Normalize ``x`` to unit variance (and zero mean) over ``mask``; 0 outside it."""
-    mean = masked_mean(x, mask)
-    var = masked_mean((x - mean) ** 2, mask)
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True,
+                  reduce: Reduce | None = None) -> torch.Tensor:
+    """Normalize ``x`` to unit variance (and zero mean) over ``mask``; 0 outside it. With ``reduce`` (see
+    :func:`masked_mean`) the statistics are the whole batch's, over all processes."""
+    mean = masked_mean(x, mask, reduce)
+    var = masked_mean((x - mean) ** 2, mask, reduce)
     out = (x - mean) * torch.rsqrt(var + 1e-8)
     if not shift_mean:
         out = out + mean
     return out * mask
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+                       reduce: Reduce | None = None) -> float:
     """``1 - Var(returns - values) / Var(returns)`` over ``mask``: 1 is perfect, 0 is as good as a constant,
     negative is worse. ``nan`` when the returns do not vary.
 
@@ -110,26 +123,36 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
         >>> explained_variance(r, r, m), explained_variance(torch.full((1, 3), 2.), r, m)
         (1.0, 0.0)
     """
-    var_r = masked_mean((returns - masked_mean(returns, mask)) ** 2, mask)
+    var_r = masked_mean((returns - masked_mean(returns, mask, reduce)) ** 2, mask, reduce)
     if var_r.item() < 1e-12:
         return float("nan")
     diff = returns - values
-    var_d = masked_mean((diff - masked_mean(diff, mask)) ** 2, mask)
+    var_d = masked_mean((diff - masked_mean(diff, mask, reduce)) ** 2, mask, reduce)
     return float(1.0 - var_d / var_r)
 
 
 # ------------------------------------------------------------------------------------------------ critic loss
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-               clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+               clip: float | None, normalizer: torch.Tensor | float | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss ``0.5 * max((V - R)^2, (V_clipped - R)^2)``, mean over ``mask``; returns
-    ``(loss, clip_fraction)``. ``clip=None`` turns clipping off (plain squared error)."""
+    ``(loss, clip_fraction)``. ``clip=None`` turns clipping off (plain squared error).
+
+    ``normalizer``: divide the masked sum by it instead of by this batch's token count. The trainer passes the
+    action tokens of the whole generation batch per process and accumulation step (TRL's ``dapo`` normalizer), so
+    the gradient is the same whether the batch runs in one micro-batch on one process or is split over several."""
     unclipped = (values - returns) ** 2
     if clip is None:
-        return 0.5 * masked_mean(unclipped, mask), values.new_zeros(())
-    clipped_values = old_values + (values - old_values).clamp(-clip, clip)
-    clipped = (clipped_values - returns) ** 2
-    loss = 0.5 * masked_mean(torch.maximum(unclipped, clipped), mask)
-    return loss, masked_mean((clipped > unclipped).float(), mask)
+        per_token = unclipped
+        clip_fraction = values.new_zeros(())
+    else:
+        clipped_values = old_values + (values - old_values).clamp(-clip, clip)
+        clipped = (clipped_values - returns) ** 2
+        per_token = torch.maximum(unclipped, clipped)
+        clip_fraction = masked_mean((clipped > unclipped).float(), mask)
+    if normalizer is None:
+        return 0.5 * masked_mean(per_token, mask), clip_fraction
+    return 0.5 * (per_token * mask).sum() / normalizer, clip_fraction
 
 
 # ------------------------------------------------------------------------------------------------ off-policy

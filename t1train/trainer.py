@@ -138,6 +138,11 @@ class T1Trainer(GRPOTrainer):
                            else ValueModel.from_policy(model))  # before PEFT wraps the policy
         if train_dataset is None:
             train_dataset = episode_dataset(args.tasks, args.train_seeds)
+        if make_env is None:  # registry tasks: an unknown one is an error now, not a failed episode each time
+            from t1env.registry import get_task
+
+            for task in {*args.tasks, *args.eval_tasks}:
+                get_task(task, args.env_kwargs.get("task_dirs"))
         groups = args.generation_batch_size // args.num_generations
         if len(train_dataset) < groups:
             raise ValueError(f"a generation batch needs {groups} distinct episodes (generation_batch_size "
@@ -179,7 +184,8 @@ class T1Trainer(GRPOTrainer):
         self.critic_warmup_history: list[dict] = []
         if value_model is not None:
             self.value_model = value_model.to(self.accelerator.device).train()
-            self.value_optimizer = torch.optim.AdamW(self.value_model.parameters(), lr=args.critic_learning_rate)
+            self.value_optimizer = torch.optim.AdamW(self.value_model.parameters(), lr=args.critic_learning_rate,
+                                                     eps=args.adam_epsilon)
         if args.eval_every_steps:
             self.add_callback(_EpisodeEvalCallback(self))
 
@@ -207,13 +213,17 @@ class T1Trainer(GRPOTrainer):
         else:  # a separate engine (SGLang, or another process): save the weights and have it load them
             from peft import PeftModel
 
+            # every process holds the same weights: one writes them, each tells its engine (the same server
+            # loading the same file twice is harmless) once the file is complete
             path = Path(self.args.output_dir) / "engine-weights"
-            if isinstance(policy, PeftModel):
-                import copy
+            if self.accelerator.is_main_process:
+                if isinstance(policy, PeftModel):
+                    import copy
 
-                copy.deepcopy(policy).merge_and_unload().save_pretrained(path)
-            else:
-                policy.save_pretrained(path)
+                    copy.deepcopy(policy).merge_and_unload().save_pretrained(path)
+                else:
+                    policy.save_pretrained(path)
+            self.accelerator.wait_for_everyone()
             self.engine.update_weights_from_disk(str(path), weight_version=version)
         self._engine_version = version
 
@@ -227,9 +237,15 @@ class T1Trainer(GRPOTrainer):
 
     # ------------------------------------------------------------------------------------------ rollout
     def rollout(self, specs: list[EpisodeSpec], sampling: SamplingParams | None = None,
-                phase: str = "train") -> list[Trajectory]:
+                phase: str = "train", first_index: int = 0) -> list[Trajectory]:
         """Play episodes with the engine as it is now (no weight sync); each is logged as it finishes (``phase``
-        names the run's part in the log: ``train``, ``warmup``, ``eval``...)."""
+        names the run's part in the log: ``train``, ``warmup``, ``eval``...).
+
+        ``first_index``: the position of ``specs[0]`` in the whole batch when this process plays a slice of it
+        (multi-process runs): each episode samples from the stream of its position in the whole batch, so a batch
+        samples the same episodes however many processes share it."""
+        specs = [spec if spec.sampling_index is not None else dataclasses.replace(spec, sampling_index=first_index + i)
+                 for i, spec in enumerate(specs)]
         if sampling is None:
             # Seeded per (phase, step, call), then per episode and turn by the runner: what an episode samples
             # does not depend on which other episodes share the engine's batches, i.e. on thread timing (with
@@ -241,7 +257,7 @@ class T1Trainer(GRPOTrainer):
             base = episode_seed(self.args.seed, step, n + (1_000_000 if phase == "warmup" else 0))
             sampling = dataclasses.replace(self.sampling, seed=base)
         runner = RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
-        return runner.run(specs, on_episode=self._episode_recorder(phase))
+        return runner.run(specs, on_episode=self._episode_recorder(phase, first_index))
 
     # ------------------------------------------------------------------------------------------ episode log
     def _open_episode_log(self) -> EpisodeLog | None:
@@ -255,7 +271,7 @@ class T1Trainer(GRPOTrainer):
             if not self._episode_log_claimed:
                 self._episode_log_claimed = True
                 if not (self._resuming or self.args.resume_from_checkpoint):  # a fresh run: lose nothing, mix nothing
-                    log.rewind(lambda record: False, path.with_name("trajectories.superseded.jsonl"))
+                    log.rewind(lambda record: False, _superseded(path))
             self._episode_log = log
         return self._episode_log
 
@@ -264,7 +280,7 @@ class T1Trainer(GRPOTrainer):
         if log is not None:
             log.close()
 
-    def _episode_recorder(self, phase: str) -> Callable[[int, Trajectory], None] | None:
+    def _episode_recorder(self, phase: str, first_index: int = 0) -> Callable[[int, Trajectory], None] | None:
         log = self._open_episode_log()
         if log is None:
             return None
@@ -273,7 +289,7 @@ class T1Trainer(GRPOTrainer):
         self._rollout_calls[(phase, step)] += 1
 
         def record(index: int, traj: Trajectory) -> None:
-            traj.metadata.update(phase=phase, step=step, call=call, episode=index)
+            traj.metadata.update(phase=phase, step=step, call=call, episode=first_index + index)  # in the whole batch
             log.append(traj.to_dict())
 
         return record
@@ -283,7 +299,8 @@ class T1Trainer(GRPOTrainer):
         if mode == "train":
             self.sync_engine_weights()
         trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs],
-                                    phase="train" if mode == "train" else "trl-eval")
+                                    phase="train" if mode == "train" else "trl-eval",
+                                    first_index=self.accelerator.process_index * len(inputs))
         batch = self.score_trajectories(trajectories, inputs, mode)
         batch.pop("_metrics")
         return batch
@@ -360,7 +377,10 @@ class T1Trainer(GRPOTrainer):
                                                                 if m["role"] == "assistant")}] for t in trajectories]
         rewards_per_func = self._calculate_rewards(inputs, [x["prompt"] for x in inputs], texts,
                                                    [b.tolist() for b in batch["completion_ids"]])
-        rewards = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
+        # TRL gathers them from every process (a group may be split over processes); keep this process's slice too
+        everyone = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
+        rank = self.accelerator.process_index
+        rewards = everyone[rank * len(trajectories):(rank + 1) * len(trajectories)]
 
         # ---- the policy's own log-probs of the sampled tokens (needed for the importance weights and drift)
         old_logps = None
@@ -379,21 +399,23 @@ class T1Trainer(GRPOTrainer):
                                               turn_rewards if args.per_turn_rewards else None)
             _, returns = ppo.gae(token_rewards, values, action_mask, args.gamma, lam_critic)
             advantages, _ = ppo.gae(token_rewards, values, action_mask, args.gamma, args.gae_lambda_actor)
-            if args.whiten_advantages:
-                advantages = ppo.masked_whiten(advantages, action_mask)
+            if args.whiten_advantages:  # over the whole batch: every process's part
+                advantages = ppo.masked_whiten(advantages, action_mask, reduce=self._sum_over_processes)
             batch["old_values"], batch["returns"] = values, returns
-            metrics["critic/explained_variance"] = ppo.explained_variance(values, returns, action_mask)
-            metrics["critic/value_mean"] = ppo.masked_mean(values, action_mask).item()
+            metrics["critic/explained_variance"] = ppo.explained_variance(values, returns, action_mask,
+                                                                          self._sum_over_processes)
+            metrics["critic/value_mean"] = ppo.masked_mean(values, action_mask, self._sum_over_processes).item()
         else:
-            grouped = rewards.view(-1, self.num_generations)
+            grouped = everyone.view(-1, self.num_generations)
             centered = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
             if self.scale_rewards == "group":
                 std = grouped.std(dim=1, keepdim=True).expand_as(grouped).reshape(-1)
             elif self.scale_rewards == "batch":
-                std = rewards.std().expand_as(rewards)
+                std = everyone.std().expand_as(everyone)
             else:
-                std = torch.ones_like(rewards)
-            advantages = (centered / (std + 1e-4))[:, None] * action_mask
+                std = torch.ones_like(everyone)
+            mine = slice(rank * len(rewards), (rank + 1) * len(rewards))
+            advantages = (centered / (std + 1e-4))[mine, None] * action_mask
             metrics["frac_reward_zero_std"] = (grouped.std(dim=1) < 1e-6).float().mean().item()
 
         # ---- off-policy correction: weights pi_trainer / pi_sampler folded into the advantages
@@ -416,17 +438,21 @@ class T1Trainer(GRPOTrainer):
         batch["num_items_in_batch"] = self.accelerator.gather(action_mask.sum()).sum()
 
         # ---- metrics: reward as passing checks, resolved rate, turns, drift
-        metrics["t1/passed_mean"] = sum(float(t.checks.get("passed") or 0) for t in trajectories) / len(trajectories)
-        metrics["t1/resolved_rate"] = sum(bool(t.checks.get("resolved")) for t in trajectories) / len(trajectories)
-        metrics["t1/turns_mean"] = sum(t.num_turns for t in trajectories) / len(trajectories)
+        totals = self._sum_over_processes(torch.tensor(  # the whole batch's, over every process
+            [sum(float(t.checks.get("passed") or 0) for t in trajectories),
+             float(sum(bool(t.checks.get("resolved")) for t in trajectories)),
+             float(sum(t.num_turns for t in trajectories)), float(len(trajectories))], device=device)).tolist()
+        metrics["t1/passed_mean"] = totals[0] / totals[3]
+        metrics["t1/resolved_rate"] = totals[1] / totals[3]
+        metrics["t1/turns_mean"] = totals[2] / totals[3]
         metrics["t1/episode_errors"] = float(sum(t.termination == "error" for t in trajectories))
         metrics["t1/tito_drift_tokens"] = float(sum(loss_region_drift(t) for t in trajectories))
         metrics["t1/template_repairs"] = float(sum(len(t.drift_events) for t in trajectories))
         metrics["t1/action_tokens_mean"] = action_mask.sum(1).float().mean().item()
         if self.routing_replay is not None:
             metrics.update(self.routing_replay.metrics())  # over the old-log-prob forwards of this batch
-        metrics["reward"] = rewards.mean().item()
-        metrics["reward_std"] = rewards.std().item() if len(rewards) > 1 else 0.0
+        metrics["reward"] = everyone.mean().item()
+        metrics["reward_std"] = everyone.std().item() if len(everyone) > 1 else 0.0
         if not critic_only:
             for key, value in metrics.items():
                 if not (isinstance(value, float) and math.isnan(value)):
@@ -437,6 +463,37 @@ class T1Trainer(GRPOTrainer):
         batch["_metrics"] = metrics
         return batch
 
+    # ------------------------------------------------------------------------------------------ processes
+    def _sum_over_processes(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the processes of a multi-process run (itself on one process)."""
+        if self.accelerator.num_processes == 1:
+            return tensor
+        return self.accelerator.reduce(tensor.clone(), reduction="sum")
+
+    def _average_critic_gradients(self) -> None:
+        """The critic is not wrapped for data parallelism (it has its own optimizer and is called through
+        ``values()``, not ``forward``): average its gradients over the processes here, once per optimizer step,
+        as DDP does for the policy."""
+        if self.accelerator.num_processes == 1:
+            return
+        params = [p for p in self.value_model.parameters() if p.requires_grad]
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in params])
+        flat = self.accelerator.reduce(flat, reduction="mean")
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = flat[offset:offset + n].view_as(p).clone()
+            offset += n
+
+    def _value_normalizer(self, inputs: dict, mode: str) -> torch.Tensor:
+        """Per-process share of the generation batch's action tokens, per accumulation step (TRL's ``dapo``
+        normalizer): the critic's gradient does not depend on how the batch is split into micro-batches and
+        processes."""
+        normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+        if mode == "train":
+            normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+        return normalizer
+
     # ------------------------------------------------------------------------------------------ loss
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if return_outputs:
@@ -445,19 +502,20 @@ class T1Trainer(GRPOTrainer):
             loss = self._compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
         if self.value_model is not None and "returns" in inputs:
             mode = "train" if self.model.training else "eval"
-            vloss, vclip = self._value_loss(inputs)
-            normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0
-            loss = loss + vloss / normalizer
-            self._metrics[mode]["critic/value_loss"].append(vloss.item())
+            normalizer = self._value_normalizer(inputs, mode)
+            vloss, vclip = self._value_loss(inputs, normalizer=normalizer)
+            loss = loss + vloss
+            tokens = inputs["tool_mask"].sum().clamp(min=1)  # logged as the mean over this micro-batch's tokens
+            self._metrics[mode]["critic/value_loss"].append((vloss * normalizer / tokens).item())
             self._metrics[mode]["critic/value_clip_fraction"].append(vclip.item())
         return loss
 
-    def _value_loss(self, batch: dict, clip: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def _value_loss(self, batch: dict, clip: bool = True, normalizer=None) -> tuple[torch.Tensor, torch.Tensor]:
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
         values = self.value_model.values(input_ids, attention_mask, batch["completion_ids"].shape[1])
         return ppo.value_loss(values, batch["old_values"], batch["returns"], batch["tool_mask"].float(),
-                              self.args.cliprange_value if clip else None)
+                              self.args.cliprange_value if clip else None, normalizer)
 
     def training_step(self, model, inputs, num_items_in_batch):
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -466,6 +524,7 @@ class T1Trainer(GRPOTrainer):
         return loss
 
     def _critic_optimizer_step(self) -> None:
+        self._average_critic_gradients()
         torch.nn.utils.clip_grad_norm_(self.value_model.parameters(), self.args.critic_max_grad_norm)
         self.value_optimizer.step()
         self.value_optimizer.zero_grad(set_to_none=True)
@@ -483,9 +542,10 @@ class T1Trainer(GRPOTrainer):
         keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask", "old_values", "returns")
         buffer: list[dict] = []  # every warm-start batch: all come from the same frozen policy, so all stay on-policy
         for it in bar:
-            picked = [rows[rng.randrange(len(rows))] for _ in range(groups)]
-            inputs = [dict(r) for r in picked for _ in range(self.num_generations)]
-            trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs], phase="warmup")
+            picked = [rows[rng.randrange(len(rows))] for _ in range(groups)]  # the same on every process
+            inputs, first = self._my_share([dict(r) for r in picked for _ in range(self.num_generations)])
+            trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs], phase="warmup",
+                                        first_index=first)
             batch = self.score_trajectories(trajectories, inputs, critic_only=True)
             ev = batch["_metrics"]["critic/explained_variance"]  # on data the critic has not been fitted to yet
             buffer.append({k: batch[k] for k in keys})
@@ -507,7 +567,8 @@ class T1Trainer(GRPOTrainer):
                 values = self.value_model.values(torch.cat([data["prompt_ids"], data["completion_ids"]], 1),
                                                  torch.cat([data["prompt_mask"], data["completion_mask"]], 1),
                                                  data["completion_ids"].shape[1])
-                fit_ev = ppo.explained_variance(values, data["returns"], data["tool_mask"].float())
+                fit_ev = ppo.explained_variance(values, data["returns"], data["tool_mask"].float(),
+                                                self._sum_over_processes)
             record = {"iteration": it, "explained_variance": ev, "fit_explained_variance": fit_ev,
                       "value_loss": sum(losses) / len(losses), "passed_mean": batch["_metrics"]["t1/passed_mean"]}
             self.critic_warmup_history.append(record)
@@ -530,8 +591,7 @@ class T1Trainer(GRPOTrainer):
             log = self._open_episode_log()
             if log is not None:  # the resumed run redoes the steps after the checkpoint: keep their episodes aside
                 step = checkpoint_step(path)
-                log.rewind(lambda record: _before_checkpoint(record, step),
-                           log.path.with_name("trajectories.superseded.jsonl"))
+                log.rewind(lambda record: _before_checkpoint(record, step), _superseded(log.path))
             resume_from_checkpoint = path
         try:
             if self.value_model is not None and not self.critic_warmed_up:
@@ -615,8 +675,23 @@ class T1Trainer(GRPOTrainer):
         temperature = self.args.eval_temperature if temperature is None else temperature
         sampling = SamplingParams(max_new_tokens=self.args.max_new_tokens, temperature=temperature,
                                   top_p=self.args.top_p, top_k=self.sampling.top_k, seed=self.args.seed + 10_000)
-        specs = [EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)]
-        return episode_metrics(self.rollout(specs, sampling, phase=phase))
+        specs, first = self._my_share([EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)])
+        trajectories = self.rollout(specs, sampling, phase=phase, first_index=first)
+        if self.accelerator.num_processes == 1:
+            return episode_metrics(trajectories)
+        sums = torch.tensor([[float(t.checks.get("passed") or 0), float(bool(t.checks.get("resolved"))), t.reward]
+                             for t in trajectories], dtype=torch.float64).reshape(-1, 3).sum(0)
+        sums = self._sum_over_processes(torch.cat([sums, torch.tensor([len(trajectories)], dtype=torch.float64)])
+                                        .to(self.accelerator.device))
+        n = max(1.0, sums[3].item())
+        return {"passed_mean": sums[0].item() / n, "resolved_rate": sums[1].item() / n,
+                "reward_mean": sums[2].item() / n, "episodes": int(sums[3].item())}
+
+    def _my_share(self, items: list) -> tuple[list, int]:
+        """This process's contiguous slice of a list every process holds, and the index of its first item."""
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        start, end = len(items) * rank // world, len(items) * (rank + 1) // world
+        return items[start:end], start
 
 
 def checkpoint_step(path: str | Path) -> int:
@@ -625,6 +700,12 @@ def checkpoint_step(path: str | Path) -> int:
     if state.exists():
         return int(json.loads(state.read_text())["global_step"])
     return int(Path(path).name.rsplit("-", 1)[-1])
+
+
+def _superseded(log: Path) -> Path:
+    """Where a rewind moves a log's superseded episodes: ``trajectories.superseded.jsonl`` (rank 0) or
+    ``trajectories.rank1.superseded.jsonl``: one file per process, never two writers."""
+    return log.with_name(log.name.replace(".jsonl", ".superseded.jsonl"))
 
 
 def _episode_key(record: dict) -> tuple:

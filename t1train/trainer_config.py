@@ -6,6 +6,8 @@ either module.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +135,14 @@ class T1Config(GRPOConfig):
             raise ValueError("eval_every_steps is set but eval_tasks is empty")
         if self.bf16 is None and not self.fp16:  # TRL defaults to bf16, which a CPU-only machine cannot do
             self.bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        if multi_cpu():
+            self.use_cpu = True  # else each process of `torchrun --nproc_per_node N` would train alone
         super().__post_init__()
+
+
+def multi_cpu() -> bool:
+    """Whether this is one of several processes (``torchrun``, ``accelerate launch``) on a machine without CUDA:
+    accelerate then trains on CPU processes joined by gloo, but only if told ``cpu=True``."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
 
 

@@ -96,3 +96,13 @@ def test_tiny_cpu_config_runs_end_to_end(tmp_path, capsys):
     assert (out / "value_model" / "value_head.pt").exists() and (out / "sft").is_dir()
     assert main(["eval", "--config", str(TINY), "--model", str(out), "--output-dir", str(tmp_path / "e")]) == 0
     assert re.search(r"eval\s+passed \d", capsys.readouterr().out)
+
+
+def test_an_unknown_task_is_an_error_before_any_episode(tmp_path, capsys):
+    """A typo in `tasks` used to play every episode as an error and exit 0 with a reward of 0."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"model": "tiny", "train": {"output_dir": str(tmp_path / "run"),
+                                                                 "tasks": ["no-such-task"]}}))
+    assert main(["train", "--config", str(config)]) == 2
+    assert "unknown task 'no-such-task'" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "trajectories.jsonl").exists()
