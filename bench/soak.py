@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from t1env import leaks  # noqa: E402
 from t1env.env import TerminalEnv  # noqa: E402
 from t1env.families import FAMILIES  # noqa: E402
-from t1env.registry import list_tasks  # noqa: E402
+from t1env.registry import get_task, list_tasks  # noqa: E402
 
 MAX_TURNS = 6  # episodes with more actions than this are truncated (and verified)
 COMMAND_TIMEOUT = 20.0  # seconds for a normal command: generous, the machine may be loaded
@@ -90,8 +90,13 @@ def _pick(rng: random.Random, table):
 
 
 def task_mix(rng: random.Random, n_builtin: int, seeds_per_family: int) -> list[str]:
-    builtin = rng.sample(list_tasks(), n_builtin)
-    return builtin + [f"{name}@{k}" for name in sorted(FAMILIES) for k in range(seeds_per_family)]
+    """``n_builtin`` built-in tasks, two of them shared-mode ones (their verifier freezes the agent's processes
+    instead of ending them), and ``seeds_per_family`` instances of every family."""
+    ids = list_tasks()
+    shared = [t for t in ids if get_task(t).spec.verifier.mode == "shared"]
+    picked = rng.sample(shared, min(2, len(shared), n_builtin))
+    picked += rng.sample([t for t in ids if t not in picked], n_builtin - len(picked))
+    return picked + [f"{name}@{k}" for name in sorted(FAMILIES) for k in range(seeds_per_family)]
 
 
 # -- the run ----------------------------------------------------------------------------------------
@@ -207,8 +212,6 @@ def warm_up(soak: Soak, tasks: list[str]) -> None:
     """One short episode per env, in parallel, every env closed: what a run keeps for its lifetime exists now
     (imports, images, family instances, client connections); leaks are counted from here."""
     for t in tasks:  # generate family instances and resolve every task once, serially
-        from t1env.registry import get_task
-
         get_task(t)
 
     def one(i: int) -> None:
