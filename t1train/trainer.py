@@ -188,6 +188,8 @@ class T1Trainer(GRPOTrainer):
                                                      eps=args.adam_epsilon)
         if args.eval_every_steps:
             self.add_callback(_EpisodeEvalCallback(self))
+        if args.health_line:
+            self.add_callback(_HealthLineCallback())
 
     # ------------------------------------------------------------------------------------------ engine
     def _default_engine(self):
@@ -441,10 +443,16 @@ class T1Trainer(GRPOTrainer):
         totals = self._sum_over_processes(torch.tensor(  # the whole batch's, over every process
             [sum(float(t.checks.get("passed") or 0) for t in trajectories),
              float(sum(bool(t.checks.get("resolved")) for t in trajectories)),
-             float(sum(t.num_turns for t in trajectories)), float(len(trajectories))], device=device)).tolist()
+             float(sum(t.num_turns for t in trajectories)), float(len(trajectories)),
+             sum(float(t.checks.get("total") or 0) for t in trajectories)], device=device)).tolist()
         metrics["t1/passed_mean"] = totals[0] / totals[3]
         metrics["t1/resolved_rate"] = totals[1] / totals[3]
         metrics["t1/turns_mean"] = totals[2] / totals[3]
+        metrics["t1/passing_fraction"] = totals[0] / totals[4] if totals[4] else float("nan")
+        if len(everyone) % self.num_generations == 0:  # groups: the same task and seed (every algorithm)
+            grouped_var = everyone.view(-1, self.num_generations).var(dim=1, unbiased=False)
+            metrics["t1/group_reward_var"] = grouped_var.mean().item()
+            metrics["t1/zero_variance_groups"] = (grouped_var < 1e-12).float().mean().item()
         metrics["t1/episode_errors"] = float(sum(t.termination == "error" for t in trajectories))
         metrics["t1/tito_drift_tokens"] = float(sum(loss_region_drift(t) for t in trajectories))
         metrics["t1/template_repairs"] = float(sum(len(t.drift_events) for t in trajectories))
@@ -731,6 +739,52 @@ def episode_metrics(trajectories: list[Trajectory]) -> dict:
         "reward_mean": sum(t.reward for t in trajectories) / n,
         "episodes": len(trajectories),
     }
+
+
+HEALTH_FIELDS = (  # (label, logged key, format): one line per logged step, the run's health at a glance
+    ("resolved", "t1/resolved_rate", "{:.2f}"),
+    ("pass", "t1/passing_fraction", "{:.2f}"),
+    ("group-var", "t1/group_reward_var", "{:.3f}"),
+    ("zero-var", "t1/zero_variance_groups", "{:.2f}"),
+    ("entropy", "entropy", "{:.3f}"),
+    ("kl-ref", "kl", "{:.4f}"),
+    ("clip", "clip_ratio/region_mean", "{:.3f}"),
+    ("ev", "critic/explained_variance", "{:.2f}"),
+    ("|dlogp|", "off_policy/train_inference_abs_dlogp", "{:.1e}"),
+    ("tito-drift", "t1/tito_drift_tokens", "{:.0f}"),
+    ("r3", "r3/agreement", "{:.3f}"),
+)
+
+
+def health_line(step: int, logs: dict) -> str | None:
+    """The health line of one logged training step (None for a log without training metrics), with a warning
+    when the batch gave no learning signal or the policy's entropy has collapsed.
+
+    Example:
+        >>> health_line(3, {"t1/resolved_rate": 0.25, "t1/zero_variance_groups": 1.0, "entropy": 0.01})
+        'step 3  resolved 0.25  zero-var 1.00  entropy 0.010  [no signal: every group has one reward] [entropy collapsed]'
+    """
+    parts = [f"{label} {fmt.format(logs[key])}" for label, key, fmt in HEALTH_FIELDS
+             if isinstance(logs.get(key), (int, float)) and not math.isnan(logs[key])]
+    if not parts:
+        return None
+    line = f"step {step}  " + "  ".join(parts)
+    if logs.get("t1/zero_variance_groups", 0) >= 1.0:
+        line += "  [no signal: every group has one reward]"
+    if logs.get("entropy", 1.0) < 0.05:
+        line += " [entropy collapsed]"
+    return line
+
+
+class _HealthLineCallback(TrainerCallback):
+    """Print :func:`health_line` for every logged training step (main process)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        line = health_line(state.global_step, logs or {})
+        if line is not None and state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            tqdm.write(line)  # on a line of its own, not after a progress bar's
 
 
 class _EpisodeEvalCallback(TrainerCallback):

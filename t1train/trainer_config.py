@@ -89,6 +89,10 @@ class T1Config(GRPOConfig):
     eval_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Reset seeds for evaluation."})
     eval_every_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: never)."})
     eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for evaluation."})
+    health_line: bool = field(default=True, metadata={
+        "help": "Print one line per logged step: resolved rate, passing fraction, reward variance within groups, "
+                "share of zero-variance groups, entropy, KL to the reference (beta > 0), clip fraction, the critic's "
+                "explained variance, train-inference |dlogp|, TITO drift, R3 agreement (docs/training.md)."})
     # ---- files
     save_trajectories: bool = field(default=True, metadata={
         "help": "Append every episode to <output_dir>/trajectories.jsonl as it finishes (see the module docstring)."})

@@ -93,6 +93,8 @@ def test_tiny_cpu_config_runs_end_to_end(tmp_path, capsys):
     text = capsys.readouterr().out
     assert re.search(r"before RL\s+passed \d", text) and re.search(r"after RL\s+passed \d", text)
     assert "critic warm-start:" in text
+    # the health line of each step: enough to see a collapse without a dashboard
+    assert re.search(r"^step 1  resolved \d\.\d\d  pass \d\.\d\d  group-var .* entropy .* ev ", text, re.M), text
     assert (out / "value_model" / "value_head.pt").exists() and (out / "sft").is_dir()
     assert main(["eval", "--config", str(TINY), "--model", str(out), "--output-dir", str(tmp_path / "e")]) == 0
     assert re.search(r"eval\s+passed \d", capsys.readouterr().out)
