@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -91,8 +92,10 @@ def _cmd_show(args) -> int:
     console.print(f"[bold]{escape(s.id)}[/bold] — {escape(s.title)}")
     instance = parse_instance_id(args.task)
     split = split_of_seed(instance[1]) if instance else split_of(s.id, pkg=t.path)
-    console.print(f"category {s.category} · difficulty {s.difficulty} · split {split} · tags {', '.join(s.tags) or '-'}")
-    console.print(f"path {t.path}")
+    # every value from the package is escaped: a category like "[/]" is text, not rich markup
+    console.print(f"category {escape(s.category)} · difficulty {s.difficulty} · split {split} · "
+                  f"tags {escape(', '.join(s.tags)) or '-'}")
+    console.print(f"path {escape(str(t.path))}")
     if t.origin is not None:
         o = t.origin
         console.print(f"format {o.format} · verifier {o.verifier}" + (f" ({o.script})" if o.script else "")
@@ -102,9 +105,9 @@ def _cmd_show(args) -> int:
             console.print(f"  note: {escape(n)}")
         if o.local_problem:
             console.print(f"  local backend: {escape(o.local_problem)}")
-    console.print(f"limits {s.limits.model_dump()}")
-    console.print(f"environment {s.environment.model_dump(exclude_none=True)}")
-    console.print(f"checks ({len(t.declared_checks())}): " + ", ".join(t.declared_checks()))
+    console.print(f"limits {escape(str(s.limits.model_dump()))}")
+    console.print(f"environment {escape(str(s.environment.model_dump(exclude_none=True)))}")
+    console.print(f"checks ({len(t.declared_checks())}): " + escape(", ".join(t.declared_checks())))
     console.print(f"verifier: {VERIFIER_MODE_NOTES[s.verifier.mode]}")
     console.print(f"oracle commands: {oracle_command_count(t)}")
     console.rule("instruction")
@@ -238,6 +241,12 @@ def test_todo_third_outcome():
 
 
 def _cmd_new(args) -> int:
+    from t1env.task import TASK_ID_PATTERN
+
+    if not re.fullmatch(TASK_ID_PATTERN, args.id) or len(args.id) > 80:
+        err_console.print(f"t1env new: {escape(repr(args.id))} is not a task id: lower-case letters, digits, '.', '_' "
+                          "and '-', starting with a letter or digit, at most 80 characters", highlight=False)
+        return 2
     root = Path(args.dir) / args.id
     if root.exists():
         err_console.print(f"t1env new: {root} already exists")
@@ -440,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
         return 2
     except (TaskError, SandboxError, ValueError) as e:
+        err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
+        return 2
+    except OSError as e:  # a path that is missing, a folder, a file, unreadable: its message names it
         err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
         return 2
     except KeyboardInterrupt:

@@ -40,7 +40,7 @@ from t1env.families import get_family, split_seed
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
-from t1env.spaces import ShellAction, TerminalText, is_seconds
+from t1env.spaces import ShellAction, TerminalText, brief, is_seconds
 from t1env.task import Task, TaskError
 from t1env.verify import REWARD_MODES, VerifyResult, not_run, verify
 
@@ -97,28 +97,28 @@ class TerminalEnv(gym.Env[str, Any]):
         render_mode: str | None = None,
     ):
         if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+            raise ValueError(f"backend must be one of {BACKENDS}, got {brief(backend)}")
         if reward_mode not in REWARD_MODES:
-            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {reward_mode!r}")
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {brief(reward_mode)}")
         if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+            raise ValueError(f"render_mode must be None or 'ansi', got {brief(render_mode)}")
         if max_turns is not None and (not _is_int(max_turns) or max_turns < 1):
-            raise ValueError(f"max_turns must be an integer >= 1 (or None: the task's), got {max_turns!r}")
+            raise ValueError(f"max_turns must be an integer >= 1 (or None: the task's), got {brief(max_turns)}")
         for name, value in (("command_timeout", command_timeout), ("agent_timeout", agent_timeout),
                             ("verifier_timeout", verifier_timeout)):
             if value is not None and not is_seconds(value):
                 raise ValueError(f"{name} must be a finite number of seconds > 0 (or None: the task's), "
-                                 f"got {value!r}")
+                                 f"got {brief(value)}")
         if not _is_int(max_output_bytes) or max_output_bytes < 1:
-            raise ValueError(f"max_output_bytes must be an integer >= 1, got {max_output_bytes!r}")
+            raise ValueError(f"max_output_bytes must be an integer >= 1, got {brief(max_output_bytes)}")
         for name, value in (("verify_on_truncate", verify_on_truncate), ("prestart", prestart)):
             if not isinstance(value, bool):
-                raise ValueError(f"{name} must be True or False, got {value!r}")
+                raise ValueError(f"{name} must be True or False, got {brief(value)}")
         if task is not None and not isinstance(task, (str, os.PathLike)):
             raise ValueError(f"task= takes one task id or package path, got {type(task).__name__}: "
                              "for several tasks use tasks=[...]")
-        tasks = _list_of_names("tasks", tasks, f"use task={tasks!r} for one task, or tasks=[{tasks!r}]")
-        task_dirs = _list_of_names("task_dirs", task_dirs, f"use task_dirs=[{task_dirs!r}]")
+        tasks = _list_of_names("tasks", tasks, f"use task={brief(tasks)} for one task, or tasks=[{brief(tasks)}]")
+        task_dirs = _list_of_names("task_dirs", task_dirs, f"use task_dirs=[{brief(task_dirs)}]")
         if family is not None and (task is not None or tasks is not None):
             raise ValueError("family= goes alone or with split= (to pick the family's train or test seeds), not with task= or tasks=")
         if family is None and sum(x is not None for x in (task, tasks, split)) > 1:
@@ -136,7 +136,7 @@ class TerminalEnv(gym.Env[str, Any]):
         else:
             ids = list_tasks(split=split, task_dirs=self.task_dirs)
         if not ids and family is None:
-            raise TaskError(f"no tasks to run (split={split!r}); check task_dirs / T1ENV_TASK_PATH")
+            raise TaskError(f"no tasks to run (split={brief(split)}); check task_dirs / T1ENV_TASK_PATH")
         self.task_ids = ids
         # resolve every task now: fail at construction, not in the middle of training
         self._task_paths = {tid: str(get_task(tid, self.task_dirs).path) for tid in ids}
@@ -355,14 +355,14 @@ class TerminalEnv(gym.Env[str, Any]):
         if problem is not None:
             raise ValueError(
                 f"action: {problem}. Send a command string, {{'command': str, 'timeout': seconds}}, "
-                f"{{'keys': str | list[str], 'wait': seconds}} or {{'submit': True}}; got {action!r:.200}"
+                f"{{'keys': str | list[str], 'wait': seconds}} or {{'submit': True}}; got {brief(action)}"
             )
         if "submit" in action:
             return "submit", {}
         limit = float(self._limit(self._agent_timeout, "agent_timeout"))
         name = "wait" if "keys" in action else "timeout"
         if action.get(name) is not None and action[name] > limit:
-            raise ValueError(f"action: {name} {action[name]:g} s is over this episode's agent time limit "
+            raise ValueError(f"action: {name} {float(action[name]):g} s is over this episode's agent time limit "
                              f"({limit:g} s, agent_timeout); send at most {limit:g}")
         if "keys" in action:
             wait = action.get("wait")
@@ -469,12 +469,12 @@ def _list_of_names(name: str, value: Any, fix: str) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes, os.PathLike)):
-        raise ValueError(f"{name}= takes a list, got the single value {value!r}: {fix}")
+        raise ValueError(f"{name}= takes a list, got the single value {brief(value)}: {fix}")
     try:
         items = list(value)
     except TypeError:
         raise ValueError(f"{name}= takes a list of strings, got {type(value).__name__}") from None
     bad = [i for i in items if not isinstance(i, (str, os.PathLike))]
     if bad:
-        raise ValueError(f"{name}= takes a list of strings, got an item {bad[0]!r} ({type(bad[0]).__name__})")
+        raise ValueError(f"{name}= takes a list of strings, got an item {brief(bad[0])} ({type(bad[0]).__name__})")
     return [str(i) for i in items]

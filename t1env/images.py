@@ -73,6 +73,10 @@ def load_map(path: str | Path | None = None) -> dict[str, str]:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ImageMapError(f"{p}: image map not found ({MAP_ENV} / --image-map)") from None
+    except OSError as e:  # a folder, no permission
+        raise ImageMapError(f"{p}: cannot read the image map: {e.strerror}") from None
+    except RecursionError:
+        raise ImageMapError(f"{p}: invalid TOML: arrays or tables nested too deeply") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ImageMapError(f"{p}: invalid TOML: {e}") from None
     table = raw.get("images", raw)

@@ -91,7 +91,7 @@ class ShellAction(Text):
                 return self._length_problem("keys", size)
             return self._seconds_problem("wait", x.get("wait"))
         if keys == {"submit"}:
-            return None if x["submit"] is True else f"submit must be True, got {x['submit']!r:.50}"
+            return None if x["submit"] is True else f"submit must be True, got {brief(x['submit'], 50)}"
         return f"unknown action keys {sorted(map(str, keys))}"
 
     def _length_problem(self, what: str, n: int) -> str:
@@ -101,9 +101,9 @@ class ShellAction(Text):
         if value is None:
             return None  # the default
         if not is_seconds(value):
-            return f"{name} must be a finite number of seconds > 0, got {value!r:.50}"
+            return f"{name} must be a finite number of seconds > 0, got {brief(value, 50)}"
         if self.max_seconds is not None and value > self.max_seconds:
-            return f"{name} {value:g} s is over the limit of {self.max_seconds:g} s"
+            return f"{name} {float(value):g} s is over the limit of {self.max_seconds:g} s"
         return None
 
     def __repr__(self) -> str:
@@ -115,5 +115,17 @@ class ShellAction(Text):
 
 
 def is_seconds(x: Any) -> bool:
-    """A usable duration: a real number (not a bool), finite and > 0."""
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+    """A usable duration: a real number (not a bool), finite and > 0 (an int too large for a float is not)."""
+    if not isinstance(x, numbers.Real) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x) and x > 0
+    except OverflowError:  # math.isfinite(10**400)
+        return False
+
+
+def brief(x: Any, limit: int = 200) -> str:
+    """``repr(x)`` on one line, cut to ``limit`` characters: how an error message shows a value it got (the repr of
+    a numpy array, for one, spans several lines)."""
+    text = " ".join(repr(x).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -39,6 +39,7 @@ TESTS_DIR = "tests"
 # Manifests of the imported layouts (:mod:`t1env.formats`): Terminal-Bench 1.x has task.yaml, Harbor
 # a task.toml with a [task] table or a schema_version instead of t1's top-level id.
 TB_TASK_FILE = "task.yaml"
+TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"  # a t1 task id (also its folder's name)
 
 if TYPE_CHECKING:
     from t1env.formats import Origin
@@ -96,7 +97,7 @@ class Verifier(_Strict):
 
 
 class TaskSpec(_Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)
+    id: str = Field(pattern=TASK_ID_PATTERN, max_length=80)
     title: str = Field(min_length=1)
     category: str = Field(min_length=1)
     difficulty: Literal["easy", "medium", "hard"]
@@ -191,6 +192,8 @@ def declared_checks(tests_dir: Path) -> list[str]:
             tree = ast.parse(f.read_bytes(), filename=str(f))
         except SyntaxError as e:
             raise TaskError(f"{f}: line {e.lineno}: syntax error in test file: {e.msg}") from None
+        except (MemoryError, RecursionError):  # the parser's own stack: e.g. 3,000 nested unary minuses
+            raise TaskError(f"{f}: nested too deeply for Python's parser (split the expression up)") from None
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
                 names.append(f"{rel}::{node.name}")
@@ -218,10 +221,20 @@ def read_toml(path: Path) -> dict:
         raise TaskError(f"{path}: invalid TOML: {e}") from None
     except UnicodeDecodeError:
         raise TaskError(f"{path}: not UTF-8 text") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise TaskError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
 
 
 def _field_path(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc) or "(root)"
+    return ".".join(quote_key(p) for p in loc) or "(root)"
+
+
+def quote_key(part) -> str:
+    """A key of a field path: as it is when it is a plain word or an index, else quoted (a key with a line break,
+    a dot or a space), so that the message stays one line and says which key."""
+    s = str(part)
+    plain = isinstance(part, int) or (s and s.isprintable() and not any(c in s for c in " .'\""))
+    return s if plain else repr(s)
 
 
 def load_task(path: str | Path) -> Task:

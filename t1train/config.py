@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from t1env.task import quote_key
 from t1train.engines.base import SamplingParams
 from t1train.rollout import RolloutConfig
 
@@ -196,11 +197,19 @@ def _read_yaml(path: str | Path) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
-        raise ValueError(f"{path}: not valid YAML{line}: {getattr(err, 'problem', None) or err}") from None
+        # a ReaderError (a control character) has no problem and spreads its position over two lines
+        problem = getattr(err, "problem", None) or " ".join(str(err).split())
+        raise ValueError(f"{path}: not valid YAML{line}: {problem}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except RecursionError:  # PyYAML's composer recurses once per nested list or mapping
+        raise ValueError(f"{path}: not valid YAML: lists or mappings nested too deeply") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a folder, not a YAML file") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -222,22 +231,22 @@ def _check_train(train: dict) -> tuple[dict, list[str]]:
     converted, problems = {}, []
     for key, value in train.items():
         if key not in types:
-            problems.append(f"{key}: {_unknown(str(key), list(types))}")
+            problems.append(f"{quote_key(key)}: {_unknown(str(key), list(types))}")
             continue
         try:
             converted[key] = TypeAdapter(types[key]).validate_python(value)
         except ValidationError as err:
-            problems.append(f"{key}: {_message(err.errors()[0])}")
+            problems.append(f"{quote_key(key)}: {_message(err.errors()[0])}")
             continue
         if isinstance(converted[key], float) and not math.isfinite(converted[key]):
-            problems.append(f"{key}: must be a finite number, got {value!r}")
+            problems.append(f"{quote_key(key)}: must be a finite number, got {value!r}")
     return converted, problems
 
 
 def _describe(err: ValidationError, root: type, path: str | Path) -> str:
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        loc = ".".join(quote_key(p) for p in e["loc"]) or "(top level)"  # a key with a line break is quoted
         if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             msg = _unknown(str(e["loc"][-1]), _known_keys(root, e["loc"][:-1]))
         else:

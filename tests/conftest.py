@@ -10,6 +10,22 @@ from pathlib import Path
 
 import pytest
 
+try:  # the fuzz tests (tests/*/test_fuzz*.py); the `dev` extra installs hypothesis
+    from hypothesis import settings as _hypothesis_settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+except ImportError:
+    pass
+else:
+    # "t1" (the default): the same examples on every run and machine (derandomize), no example database
+    # written into the checkout (database=None), no per-example deadline (an example may run a shell command).
+    # HYPOTHESIS_PROFILE=explore: new random examples on every run, failures kept in a database under the
+    # system temp folder (replayed first by the next run), never in the checkout.
+    _hypothesis_settings.register_profile("t1", database=None, derandomize=True, deadline=None, print_blob=True)
+    _hypothesis_settings.register_profile(
+        "explore", deadline=None, print_blob=True,
+        database=DirectoryBasedExampleDatabase(os.path.join(tempfile.gettempdir(), "t1-hypothesis")))
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "t1"))
+
 
 def pytest_addoption(parser, pluginmanager):
     # pyproject's `timeout = 300` belongs to pytest-timeout (the `dev` extra). Without the plugin, declare the key

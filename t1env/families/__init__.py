@@ -188,7 +188,7 @@ def get_family(name: str) -> Family:
 def parse_instance_id(ref: str) -> tuple[str, int] | None:
     """``"logs@17"`` → ``("logs", 17)``; anything else → None."""
     name, sep, seed = str(ref).partition(INSTANCE_SEP)
-    if not sep or not seed.isdigit() or "/" in name:
+    if not sep or not (seed.isascii() and seed.isdigit()) or "/" in name:  # "²".isdigit(), but int("²") fails
         return None
     return name, int(seed)
 

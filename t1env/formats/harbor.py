@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from t1env.formats import TESTS_ALIAS, Origin, difficulty, eval_only_reason, pytest_checks, task_id, title_of
 from t1env.images import dockerfile_workdir, local_problem
-from t1env.task import INSTRUCTION_FILE, Environment, Limits, Task, TaskError, TaskSpec, Verifier, validate_model
+from t1env.task import INSTRUCTION_FILE, Task, TaskError, TaskSpec, validate_model
 
 
 class _Open(BaseModel):
@@ -193,11 +193,12 @@ def load_harbor(root: Path, raw: dict) -> Task:
             difficulty=diff,
             tags=tags + extra_tags + ("harbor",),
             author=(cfg.task.authors[0].name if cfg.task and cfg.task.authors else meta.get("author_name")),
-            limits=Limits(agent_timeout=agent_timeout, verifier_timeout=verifier_timeout, max_turns=200,
-                          command_timeout=min(180.0, agent_timeout)),
-            environment=Environment(workdir=workdir, network=network, docker_image=e.docker_image,
-                                    memory_mb=_memory_mb(e) or 2048, cpus=e.cpus or 1.0),
-            verifier=Verifier(mode=verifier_mode),
+            # plain dicts, validated with the rest: a bad value (a relative workdir) is a TaskError naming the field
+            limits=dict(agent_timeout=agent_timeout, verifier_timeout=verifier_timeout, max_turns=200,
+                        command_timeout=min(180.0, agent_timeout)),
+            environment=dict(workdir=workdir, network=network, docker_image=e.docker_image,
+                             memory_mb=_memory_mb(e) or 2048, cpus=e.cpus or 1.0),
+            verifier=dict(mode=verifier_mode),
         ), toml_path)
 
     base = dict(

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from t1env.formats import TESTS_ALIAS, Keystroke, Origin, difficulty, eval_only_reason, pytest_checks, task_id, title_of
 from t1env.images import dockerfile_workdir, local_problem
-from t1env.task import Environment, Limits, Task, TaskError, TaskSpec, Verifier, validate_model
+from t1env.task import Task, TaskError, TaskSpec, validate_model
 
 TB_FILE = "task.yaml"
 
@@ -86,9 +86,13 @@ def _yaml(path: Path):
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         line = f"line {where.line + 1}: " if where is not None else ""
-        raise TaskError(f"{path}: {line}invalid YAML: {getattr(e, 'problem', None) or e}") from None
+        # a ReaderError (a control character) has no problem and spreads its position over two lines
+        problem = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise TaskError(f"{path}: {line}invalid YAML: {problem}") from None
     except UnicodeDecodeError:
         raise TaskError(f"{path}: not UTF-8 text") from None
+    except RecursionError:  # PyYAML's composer recurses once per nested list or mapping
+        raise TaskError(f"{path}: invalid YAML: lists or mappings nested too deeply") from None
 
 
 def read_keystrokes(path: Path) -> tuple[Keystroke, ...]:
@@ -145,10 +149,11 @@ def load_terminal_bench(root: Path) -> Task:
         difficulty=diff,
         tags=tuple(cfg.tags) + extra_tags + ("terminal-bench",),
         author=cfg.author_name,
-        limits=Limits(agent_timeout=cfg.max_agent_timeout_sec, verifier_timeout=cfg.max_test_timeout_sec,
-                      max_turns=200, command_timeout=min(180.0, cfg.max_agent_timeout_sec)),
-        environment=Environment(workdir=workdir, network=True),
-        verifier=Verifier(mode="shared"),
+        # plain dicts, validated with the rest: a bad value is a TaskError naming the field, not a ValidationError
+        limits=dict(agent_timeout=cfg.max_agent_timeout_sec, verifier_timeout=cfg.max_test_timeout_sec,
+                    max_turns=200, command_timeout=min(180.0, cfg.max_agent_timeout_sec)),
+        environment=dict(workdir=workdir, network=True),
+        verifier=dict(mode="shared"),
     ), yml)
     origin = Origin(
         format="terminal-bench",
