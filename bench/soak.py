@@ -113,6 +113,7 @@ class Soak:
         self.volumes: set[str] = set()
         self.max_obs = 0
         self.obs_cap = 0
+        self.trimmed_rss = 0.0
 
     def claim(self) -> int | None:
         with self.lock:
@@ -311,7 +312,9 @@ def report(soak: Soak, cold, before, after, wall: float, isolated: bool) -> str:
     if soak.curve:
         first, last = soak.curve[0], soak.curve[-1]
         out += ["", (f"RSS {first['rss_mb']} MiB after {first['episodes']} episodes, {last['rss_mb']} MiB after "
-                     f"{last['episodes']} ({last['rss_mb'] - first['rss_mb']:+.1f} MiB); peak {leaks.peak_rss_mb():.1f} MiB.")]
+                     f"{last['episodes']} ({last['rss_mb'] - first['rss_mb']:+.1f} MiB); peak {leaks.peak_rss_mb():.1f} MiB; "
+                     f"at the end {after.rss_mb:.1f} MiB, {soak.trimmed_rss:.1f} MiB once malloc_trim(0) returned free heap "
+                     f"(before: {before.rss_mb:.1f} MiB).")]
     if soak.errors:
         out += ["", f"{len(soak.errors)} episodes failed with an error; first: `{soak.errors[0].splitlines()[0]}`"]
     return "\n".join(out) + "\n"
@@ -357,6 +360,7 @@ def main() -> None:
         wall = time.monotonic() - t0
         close_everything(soak)
         after = settle(soak, before, args.settle, snap)
+        soak.trimmed_rss = leaks.trimmed_rss_mb()
     table = report(soak, cold, before, after, wall, isolated)
     print(table)
     if args.markdown:
@@ -366,7 +370,7 @@ def main() -> None:
             "args": vars(args), "wall_s": wall, "isolated": isolated, "endings": dict(soak.endings),
             "actions": dict(soak.actions), "max_observation": soak.max_obs, "observation_cap": soak.obs_cap,
             "cold": cold.as_dict(), "before": before.as_dict(), "after": after.as_dict(),
-            "leaks": after.leaks(before), "curve": soak.curve, "errors": soak.errors,
+            "leaks": after.leaks(before), "rss_after_trim_mb": soak.trimmed_rss, "curve": soak.curve, "errors": soak.errors,
         }, indent=1))
     leftover = os.listdir(tmp_root)
     if leftover:

@@ -194,6 +194,20 @@ def peak_rss_mb() -> float:
     return int(_status("VmHWM").split()[0]) / 1024
 
 
+def trimmed_rss_mb() -> float:
+    """RSS after glibc's ``malloc_trim(0)`` has returned free heap pages to the kernel, MiB: what an RSS that
+    is higher than at the start holds in live memory rather than in free, fragmented heap (same as
+    :func:`rss_mb` where there is no glibc)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return rss_mb()
+
+
 def reset_peak_rss() -> bool:
     """Start :func:`peak_rss_mb` again from the current RSS (Linux >= 4.0); False where the kernel refuses."""
     try:
@@ -389,6 +403,7 @@ __all__ = [
     "peak_rss_mb",
     "process_table",
     "reset_peak_rss",
+    "trimmed_rss_mb",
     "rss_mb",
     "snapshot",
 ]
