@@ -115,6 +115,10 @@ def _restart_dockerd() -> None:
 def test_docker_engine_restarted_mid_episode(make_task):
     """dockerd restarted between two steps (its containers stop with it: no live-restore): the next step ends
     the episode with the container's fate; the next episode runs on a new container and is judged."""
+    from t1env.sandbox import docker as D
+
+    if D.client().info().get("LiveRestoreEnabled"):
+        pytest.skip("this engine keeps containers running across its restarts (live-restore)")
     env = TerminalEnv(task=str(make_task()), backend="docker")
     try:
         env.reset(seed=0)
@@ -140,11 +144,15 @@ _HOG = "python3 -c 'b = bytearray(400 * 2**20); print(\"allocated\")'"
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_command_over_the_memory_limit_is_killed_and_the_shell_lives_on(backend, make_task):
+    """A task with `memory_mb = 64`; a command allocates 400 MiB. The out-of-memory killer ends it (exit 137)
+    and the observation says so (bash alone says "Killed", as for any kill -9); the shell, the verifier (under
+    the same limit) and the next episode work."""
     task = make_task(toml_extra="[environment]\nmemory_mb = 64\n")
     env = TerminalEnv(task=str(task), backend=backend)
     try:
         _, info = env.reset(seed=0)
-        assert info["limits"]["memory"]
+        if not info["limits"]["memory"]:
+            pytest.skip("no memory cgroup for the local sandbox on this host (limits['memory'] is False)")
         obs, _, _, truncated, info = env.step(_HOG)
         assert "allocated" not in obs and not truncated
         assert info["exit_code"] == 137 and info["oom_killed"], (obs, info)
@@ -231,7 +239,8 @@ def tiny_tmpfs():
 def test_disk_full_in_the_workdir_is_reported_and_the_next_episode_has_room(make_task, tiny_tmpfs):
     """The local backend has no disk quota (docs/sandbox.md): the file system of the episode folders fills up.
     The command's error says so, the verifier says why it could not run (it is staged into the episode folder),
-    and the next episode starts with the space the last one used freed (it is stopped in the background)."""
+    and the next episode starts with the space the last one used freed (it is stopped in the background).
+    Docker has no such limit to hit: the workdir is a volume on the engine's disk (docs/sandbox.md)."""
     env = TerminalEnv(task=str(make_task()), backend="local")
     try:
         env.reset(seed=0)
@@ -364,9 +373,10 @@ def test_gc_removes_what_a_killed_driver_left_and_nothing_of_a_live_one(make_tas
     live = _start_driver(task, "local,docker", sandbox_tmpdir)
     try:
         left, kept = _leftovers(dead.pid, sandbox_tmpdir), _leftovers(live.pid, sandbox_tmpdir)
-        # two episodes and two prestarted sandboxes: one bwrap each of the local ones, two cgroups (pids, memory)
-        assert len(left["folders"]) == 2 and len(left["cgroups"]) == 4, left
-        assert len(left["containers"]) >= 3 and len(left["volumes"]) >= 9, left  # + the pool's; 3 volumes each
+        # local: the episode's sandbox and the prestarted next one, each a folder and cgroups (v1: pids and memory);
+        # Docker: the same two containers and the pool's spare, each with 3 volumes (workdir, /tmp, /root)
+        assert len(left["folders"]) == 2 and len(left["cgroups"]) >= 2, left
+        assert len(left["containers"]) >= 3 and len(left["volumes"]) >= 9, left
         dead.kill()
         dead.wait(timeout=30)
         before_gc = _still_there(left)
@@ -392,3 +402,5 @@ def test_gc_removes_what_a_killed_driver_left_and_nothing_of_a_live_one(make_tas
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        subprocess.run([sys.executable, "-m", "t1env", "gc"], cwd=ROOT, capture_output=True, timeout=120,
+                       env={**os.environ, "TMPDIR": str(sandbox_tmpdir)})  # what a failed run left
