@@ -543,6 +543,7 @@ def harmless(argv: list[str], tmp: str) -> bool:
 @example(data=["list", "--image-map", "/"])
 @example(data=["show", "logs@²"])
 @example(data=["new", "x", "--dir", "/etc/passwd"])
+@example(data=["list", "\r0"])
 def test_t1env_cli_exits_0_1_2_with_a_one_line_error(scratch, data):
     tmp = str(scratch)
     if isinstance(data, list):  # an @example
@@ -561,6 +562,6 @@ def test_t1env_cli_exits_0_1_2_with_a_one_line_error(scratch, data):
         assert_one_line(err.rstrip("\n"), starts="t1env ")
         if argv[0] == "show":  # the error says which task: "unknown task 'x'", not "invalid literal for int()"
             assert repr(argv[1]) in err or argv[1] in err, err
-    elif rc == 2 and err:  # argparse: usage, then one line "t1env ...: error: ..."
-        assert ": error: " in err.rstrip("\n").splitlines()[-1]
+    elif rc == 2 and err:  # argparse: usage, then one line "t1env ...: error: ..." (an argument in it as typed)
+        assert ": error: " in err.rstrip("\n").split("\n")[-1]
     assert children() <= before
