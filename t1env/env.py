@@ -74,6 +74,9 @@ class TerminalEnv(gym.Env[str, Any]):
             ``reset()``, and stop finished sandboxes in the background, so that reset costs copying
             the task's files instead of starting a sandbox.
         render_mode: ``None`` or ``"ansi"``.
+        docker_host: with ``backend="docker"``, the engine's URL (``unix:///path``,
+            ``tcp://host:port``, ``ssh://user@host``); default ``$DOCKER_HOST``, else the local socket.
+            A remote engine (tcp, ssh) gets the verifier's files over the API (``docs/scaling.md``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -95,6 +98,7 @@ class TerminalEnv(gym.Env[str, Any]):
         verify_on_truncate: bool = True,
         prestart: bool = True,
         render_mode: str | None = None,
+        docker_host: str | None = None,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {brief(backend)}")
@@ -114,6 +118,9 @@ class TerminalEnv(gym.Env[str, Any]):
         for name, value in (("verify_on_truncate", verify_on_truncate), ("prestart", prestart)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be True or False, got {brief(value)}")
+        if docker_host is not None and (not isinstance(docker_host, str) or backend != "docker"):
+            raise ValueError(f"docker_host takes an engine URL (str) with backend='docker', got {brief(docker_host)} "
+                             f"with backend={brief(backend)}")
         if task is not None and not isinstance(task, (str, os.PathLike)):
             raise ValueError(f"task= takes one task id or package path, got {type(task).__name__}: "
                              "for several tasks use tasks=[...]")
@@ -141,6 +148,7 @@ class TerminalEnv(gym.Env[str, Any]):
         # resolve every task now: fail at construction, not in the middle of training
         self._task_paths = {tid: str(get_task(tid, self.task_dirs).path) for tid in ids}
         self.backend = backend
+        self.docker_host = docker_host
         self.reward_mode = reward_mode
         self._max_turns = max_turns
         self._command_timeout = command_timeout
@@ -225,7 +233,7 @@ class TerminalEnv(gym.Env[str, Any]):
         return self.task.instruction, info
 
     def _launch(self, task: Task) -> tuple[Sandbox, ShellSession]:
-        box = make_sandbox(self.backend, task)
+        box = make_sandbox(self.backend, task, docker_host=self.docker_host)
         try:
             box.start()
             shell = ShellSession(box, max_output_bytes=self.max_output_bytes)

@@ -23,6 +23,13 @@ the ids of its ``FROM`` images, so an unchanged task never rebuilds and a change
 A build holds a lock per tag — a thread lock and a file lock, so concurrent requests for the same
 image from threads *or processes* build it once, while different images build in parallel.
 
+Engines. A sandbox talks to one engine, fixed when it is made: ``docker_host=`` (a URL:
+``unix:///path``, ``tcp://host:port``, ``ssh://user@host``), else ``$DOCKER_HOST``, else the local
+socket (:func:`engine_url`). Clients, pools and the image cache are per engine, and the shell's
+``docker exec`` is told the same engine with ``-H``. A ``tcp``/``ssh`` engine is remote
+(:func:`engine_is_remote`, ``T1_DOCKER_REMOTE`` overrides): nothing of this machine's filesystem is
+bind-mounted; the verifier's runtime and tests go over the API (see :mod:`t1env.sandbox.docker_verifier`).
+
 Warm pool. Containers for an (image, limits) pair are created ahead of time: :meth:`start` takes
 one (a few ms) and a background thread makes the next. The pool size is ``T1_DOCKER_POOL_SIZE``
 (default 1; 0 disables) or :func:`configure_pool`. Every container carries the label ``t1env=1``
@@ -85,7 +92,9 @@ from t1env.sandbox.docker_engine import (  # noqa: F401  (the backend's public n
     _one_line,
     client,
     engine_available,
+    engine_is_remote,
     engine_ready,
+    engine_url,
 )
 from t1env.sandbox.docker_helper import HELPER, _HelperGone  # noqa: F401
 from t1env.sandbox.docker_images import (  # noqa: F401
@@ -129,15 +138,22 @@ class DockerSandbox(Sandbox):
         task: the task whose image to use (None: t1's default image).
         image: an image to use instead of the task's.
         pool: take the container from the warm pool (default) or always start a fresh one.
+        docker_host: the engine's URL (``unix:///path``, ``tcp://host:port``, ``ssh://user@host``);
+            default ``$DOCKER_HOST``, else the local socket. Resolved here, once: images, containers,
+            the shell (``docker -H``) and the verifier all use that engine. A remote engine
+            (:func:`engine_is_remote`) gets the verifier's files over the API, not bind mounts.
     """
 
     name = "docker"
 
-    def __init__(self, config: SandboxConfig | None = None, task: Task | None = None, image: str | None = None, pool: bool = True):
+    def __init__(self, config: SandboxConfig | None = None, task: Task | None = None, image: str | None = None, pool: bool = True,
+                 docker_host: str | None = None):
         super().__init__(config or SandboxConfig())
         self.task = task
         self.image = image
         self.use_pool = pool
+        self.host = engine_url(docker_host)
+        self.remote = engine_is_remote(self.host)
         self._box: _Box | None = None
         self._dead_reason: str | None = None
         self.warm = False  # whether the container came from the pool
@@ -149,9 +165,9 @@ class DockerSandbox(Sandbox):
             raise SandboxError("sandbox already started; call stop() first")
         self._cli = _docker_cli()
         if self.image is None:
-            self.image = image_for(self.task)
+            self.image = image_for(self.task, host=self.host)
         task_id = self.task.id if self.task else None
-        pool = _pool(self.image, self.config, task_id) if self.use_pool else None
+        pool = _pool(self.image, self.config, task_id, self.host) if self.use_pool else None
         box = None
         if pool is not None:
             box = pool.take(wait=5.0)
@@ -161,12 +177,12 @@ class DockerSandbox(Sandbox):
         self.warm = box is not None
         if box is None:
             try:
-                box = _launch(self.image, self.config, task_id)
+                box = _launch(self.image, self.config, task_id, self.host)
             except SandboxError:
-                if self.task is None or not _resolved.pop(_resolution_key(self.task), None):
+                if self.task is None or not _resolved.pop(_resolution_key(self.task, self.host), None):
                     raise
-                self.image = image_for(self.task)  # the cached image was removed: resolve (build) again
-                box = _launch(self.image, self.config, task_id)
+                self.image = image_for(self.task, host=self.host)  # the cached image was removed: resolve (build) again
+                box = _launch(self.image, self.config, task_id, self.host)
         self._box = box
         self._dead_reason = None
 
@@ -213,7 +229,7 @@ class DockerSandbox(Sandbox):
             return self._dead_reason
         assert self._box is not None
         try:
-            st = client().api.inspect_container(self._box.id)["State"]
+            st = client(self.host).api.inspect_container(self._box.id)["State"]
         except Exception as e:
             if "No such container" in str(e) or "404" in str(e):
                 self._dead_reason = f"container {self._box.id[:12]} was removed"
@@ -256,7 +272,8 @@ class DockerSandbox(Sandbox):
         problem = self._state_problem()  # a (re)started shell in a dead container: say why, now
         if problem:
             raise SandboxError(f"the sandbox is gone: {problem}")
-        return [self._cli or _docker_cli(), "exec", "-it", "-w", self.config.workdir, box.id, "bash", "--noprofile", "--norc", "-i"]
+        # -H: the CLI talks to this sandbox's engine whatever DOCKER_HOST / DOCKER_CONTEXT say
+        return [self._cli or _docker_cli(), "-H", self.host, "exec", "-it", "-w", self.config.workdir, box.id, "bash", "--noprofile", "--norc", "-i"]
 
     def spawn_env(self) -> dict[str, str]:
         """The docker CLI runs on the host: it needs the host's engine settings, not the sandbox's env
@@ -413,10 +430,10 @@ def _raise_for(rep: dict, path: str) -> None:
     raise SandboxError(f"{path}: {err}: {rep.get('msg', '')}")
 
 
-def check_image(task: Task, config: SandboxConfig | None = None) -> list[str]:
+def check_image(task: Task, config: SandboxConfig | None = None, docker_host: str | None = None) -> list[str]:
     """Problems that make the task's image unusable (for ``t1env validate``): no python3 (the
     verifier's runtime), or a program the task lists in ``environment.tools`` missing."""
-    box = DockerSandbox(config or SandboxConfig.from_task(task), task=task, pool=False)
+    box = DockerSandbox(config or SandboxConfig.from_task(task), task=task, pool=False, docker_host=docker_host)
     with box:
         missing = box.missing_programs(task.spec.environment.tools)
     out = []
@@ -438,6 +455,8 @@ __all__ = [
     "configure_pool",
     "default_image",
     "engine_available",
+    "engine_is_remote",
+    "engine_url",
     "gc",
     "image_for",
     "prewarm",

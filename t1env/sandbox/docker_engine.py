@@ -35,44 +35,83 @@ class DockerBuildError(SandboxError):
 # ---------------------------------------------------------------------------------------------
 
 _client_lock = threading.Lock()
-_client = None
+_clients: dict[str, object] = {}  # engine URL -> docker SDK client
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+REMOTE_ENV = "T1_DOCKER_REMOTE"  # "1": treat the engine as remote (no bind mounts); "0": as local
 
 
-def client():
-    """The process's docker SDK client. Raises SandboxError (one line) when no engine answers."""
-    global _client
+def engine_url(host: str | None = None) -> str:
+    """The engine a sandbox talks to: ``host`` if given, else ``$DOCKER_HOST``, else the local socket.
+    Resolved once per sandbox, so a later change of ``DOCKER_HOST`` does not move its containers."""
+    url = (host or os.environ.get("DOCKER_HOST") or DEFAULT_HOST).strip()
+    if "://" not in url:
+        if url.startswith("/"):
+            url = "unix://" + url
+        else:
+            raise SandboxError(f"docker_host {url!r}: give an engine URL (unix:///path, tcp://host:port or ssh://user@host)")
+    return url
+
+
+def engine_is_remote(host: str | None = None) -> bool:
+    """Whether the engine may not share this machine's filesystem, so host folders cannot be
+    bind-mounted into its containers: ``tcp://``, ``ssh://``, ``http(s)://`` engines are remote, a
+    ``unix://`` (or ``npipe://``) socket is local. ``T1_DOCKER_REMOTE=1`` or ``0`` overrides (e.g. ``0``
+    for a tcp engine on this machine, ``1`` for a socket forwarded from another one)."""
+    forced = os.environ.get(REMOTE_ENV, "").strip().lower()
+    if forced in ("1", "true", "yes"):
+        return True
+    if forced in ("0", "false", "no"):
+        return False
+    return not engine_url(host).split("://", 1)[0].lower() in ("unix", "npipe")
+
+
+def client(host: str | None = None):
+    """The process's docker SDK client for an engine (see :func:`engine_url`). Raises SandboxError
+    (one line) when no engine answers there."""
+    url = engine_url(host)
     with _client_lock:
-        if _client is not None:
-            return _client
+        c = _clients.get(url)
+        if c is not None:
+            return c
         try:
             import docker
         except ImportError:
             raise SandboxError("the docker backend needs the docker SDK: pip install 't1[docker]'") from None
         try:
-            c = docker.from_env(timeout=120)
+            # from_env keeps DOCKER_TLS_VERIFY / DOCKER_CERT_PATH; ssh:// goes through the ssh binary
+            # unless paramiko is installed.
+            ssh_cli = url.startswith("ssh://") and not _has_paramiko()
+            c = docker.from_env(timeout=120, environment={**os.environ, "DOCKER_HOST": url}, use_ssh_client=ssh_cli)
             c.ping()
         except Exception as e:
-            where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-            raise SandboxError(f"Docker engine not reachable at {where} ({_one_line(e)}); {_ENGINE_HINT}") from None
-        _client = c
+            raise SandboxError(f"Docker engine not reachable at {url} ({_one_line(e)}); {_ENGINE_HINT}") from None
+        _clients[url] = c
         return c
 
 
-def engine_available() -> tuple[bool, str]:
+def _has_paramiko() -> bool:
+    try:
+        import paramiko  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def engine_available(host: str | None = None) -> tuple[bool, str]:
     """(True, version) when an engine answers, else (False, the one-line reason)."""
     try:
-        return True, client().version().get("Version", "?")
+        return True, client(host).version().get("Version", "?")
     except SandboxError as e:
         return False, str(e)
 
 
-def engine_ready(image: str) -> tuple[bool, str]:
+def engine_ready(image: str, host: str | None = None) -> tuple[bool, str]:
     """(True, "") when an engine answers and has ``image`` locally, else (False, the one-line reason)."""
-    up, why = engine_available()
+    up, why = engine_available(host)
     if not up:
         return False, f"no Docker engine: {why}"
     try:
-        client().images.get(image)
+        client(host).images.get(image)
     except Exception:
         return False, f"base image {image} missing: run .ci/docker-setup.sh"
     return True, ""

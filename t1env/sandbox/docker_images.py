@@ -24,6 +24,7 @@ from t1env.sandbox.docker_engine import (
     DockerBuildError,
     _one_line,
     client,
+    engine_url,
 )
 from t1env.task import Task
 
@@ -66,7 +67,7 @@ def _dir_files(root: Path) -> list[tuple[str, bytes, int]]:
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE | re.MULTILINE)
 
 
-def _from_ids(dockerfile_text: str) -> list[str]:
+def _from_ids(dockerfile_text: str, host: str | None = None) -> list[str]:
     """Local ids of the Dockerfile's FROM images (so re-importing a base invalidates the cache)."""
     ids = []
     for name in _FROM.findall(dockerfile_text):
@@ -74,7 +75,7 @@ def _from_ids(dockerfile_text: str) -> list[str]:
             ids.append(name)
             continue
         try:
-            ids.append(client().images.get(name).id)
+            ids.append(client(host).images.get(name).id)
         except Exception:
             ids.append(name)
     return ids
@@ -88,12 +89,14 @@ def build_image(
     what: str | None = None,
     log: Callable[[str], None] | None = None,
     extra_files: Iterable[tuple[str, bytes, int]] = (),
+    host: str | None = None,
 ) -> str:
     """Build (or find in the cache) an image; returns its tag ``repo:<hash>``.
 
     ``context`` is a directory, or None for a context holding only ``dockerfile_text``; ``extra_files``
     (name, bytes, mode) are added to it. The tag's hash covers the context's bytes, the Dockerfile
-    and the ids of its FROM images.
+    and the ids of its FROM images. ``host``: the engine (see :func:`~t1env.sandbox.docker_engine.engine_url`);
+    the context is uploaded to it, so a remote engine needs nothing on its own disk.
     """
     files = (_dir_files(context) if isinstance(context, Path) else []) + list(extra_files)
     if dockerfile_text is not None:
@@ -102,9 +105,9 @@ def build_image(
     if text is None:
         raise SandboxError(f"{what or repo}: no {dockerfile} in the build context")
     tar = _context_tar(files)
-    h = hashlib.sha256(tar + dockerfile.encode() + "\0".join(_from_ids(text)).encode()).hexdigest()
+    h = hashlib.sha256(tar + dockerfile.encode() + "\0".join(_from_ids(text, host)).encode()).hexdigest()
     tag = f"{repo}:{h[:16]}"
-    c = client()
+    c = client(host)
     if _image_exists(c, tag):
         return tag
     with _build_locks_guard:
@@ -178,44 +181,45 @@ def _build(c, tar: bytes, dockerfile: str, tag: str, h: str, what: str, log) -> 
         raise DockerBuildError(f"docker build of {what} failed at {step}: {_one_line(Exception(error))}\n{body}")
 
 
-def image_for(task: Task | None, log: Callable[[str], None] | None = None) -> str:
+def image_for(task: Task | None, log: Callable[[str], None] | None = None, host: str | None = None) -> str:
     """The image a task runs in, built if needed: docker_image, else environment/Dockerfile, else the default.
 
     Resolved once per process and task package state (the path, and the mtimes of environment/'s
     files), so a reset costs no hashing and no engine call; :meth:`DockerSandbox.start` forgets a
     resolution whose image has disappeared.
     """
-    key = _resolution_key(task)
+    key = _resolution_key(task, host)
     tag = _resolved.get(key)
     if tag is None:
-        tag = _resolved[key] = _image_for(task, log)
+        tag = _resolved[key] = _image_for(task, log, host)
         while len(_resolved) > _RESOLVED_MAX:  # one entry per task package: bounded for long runs over families
             _resolved.pop(next(iter(_resolved)))
     return tag
 
 
-def _resolution_key(task: Task | None) -> tuple:
+def _resolution_key(task: Task | None, host: str | None = None) -> tuple:
+    url = engine_url(host)  # an image resolved on one engine says nothing about another
     if task is None:
-        return (None,)
+        return (url, None)
     env = task.env_dir
     stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(env.rglob("*")) if p.is_file()) if env.is_dir() else ()
     from t1env.images import MAP_ENV
 
     image_map = os.environ.get(MAP_ENV, "")
     map_stamp = Path(image_map).stat().st_mtime_ns if image_map and Path(image_map).is_file() else None
-    return (str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp, image_map, map_stamp)
+    return (url, str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp, image_map, map_stamp)
 
 
-def _image_for(task: Task | None, log: Callable[[str], None] | None = None) -> str:
+def _image_for(task: Task | None, log: Callable[[str], None] | None = None, host: str | None = None) -> str:
     if task is None:
-        return default_image(log)
+        return default_image(log, host)
     from t1env import images
 
     e = task.spec.environment
     df = task.dockerfile
     mapping = images.load_map()
     if e.docker_image:
-        c = client()
+        c = client(host)
         image = mapping.get(e.docker_image, e.docker_image)
         if _image_exists(c, image):
             return image
@@ -232,7 +236,7 @@ def _image_for(task: Task | None, log: Callable[[str], None] | None = None) -> s
     if df is not None:
         rel = df.relative_to(task.env_dir).as_posix()
         text = images.rewrite_from(df.read_text(encoding="utf-8", errors="replace"), mapping)
-        c = client()
+        c = client(host)
         for name in images.from_images(text):
             if not _image_exists(c, name):
                 raise SandboxError(f"{df}: FROM {name}: not in the local Docker engine; {images.MAP_HINT}")
@@ -240,11 +244,11 @@ def _image_for(task: Task | None, log: Callable[[str], None] | None = None) -> s
         if task.origin is not None:  # imported tasks' builds see the host's package indexes
             text, extra = images.index_layer(text), images.index_files()
         return build_image(task.env_dir, rel, repo=f"{IMAGE_REPO}/task-{task.id}", dockerfile_text=text, what=str(df),
-                           log=log, extra_files=extra)
-    return default_image(log)
+                           log=log, extra_files=extra, host=host)
+    return default_image(log, host)
 
 
-def default_image(log: Callable[[str], None] | None = None) -> str:
+def default_image(log: Callable[[str], None] | None = None, host: str | None = None) -> str:
     """t1's default image (Debian bookworm + :data:`DEFAULT_PACKAGES`), built once and cached."""
-    return build_image(None, "Dockerfile", f"{IMAGE_REPO}/default", default_dockerfile(), "t1's default image", log)
+    return build_image(None, "Dockerfile", f"{IMAGE_REPO}/default", default_dockerfile(), "t1's default image", log, host=host)
 

@@ -18,6 +18,7 @@ from t1env.sandbox.docker_engine import (
     _one_line,
     _owner_alive,
     client,
+    engine_url,
 )
 from t1env.sandbox.docker_helper import _Helper
 from t1env.sandbox.docker_images import image_for
@@ -71,34 +72,36 @@ def _create_kwargs(image: str, config: SandboxConfig, task_id: str | None) -> di
 
 
 class _Box:
-    """A started container and (when the image has python3) its helper."""
+    """A started container and (when the image has python3) its helper, on the engine ``host`` (a URL)."""
 
-    def __init__(self, container, helper: _Helper | None):
+    def __init__(self, container, helper: _Helper | None, host: str | None = None):
         self.container = container
         self.helper = helper
         self.id: str = container.id
+        self.host = engine_url(host)
         self.created = time.monotonic()
 
 
-def _launch(image: str, config: SandboxConfig, task_id: str | None) -> _Box:
-    c = client()
+def _launch(image: str, config: SandboxConfig, task_id: str | None, host: str | None = None) -> _Box:
+    c = client(host)
     try:
         ctr = c.containers.run(**_create_kwargs(image, config, task_id))
     except Exception as e:
         raise SandboxError(f"could not start a container from {image}: {_one_line(e)}") from None
-    _live.add(ctr.id)
+    _live[ctr.id] = engine_url(host)
     try:
         helper = _Helper(c, ctr.id, config.environ())
     except Exception:
         helper = None  # no python3 in the image (or it is too old): use the engine API
-    return _Box(ctr, helper)
+    return _Box(ctr, helper, host)
 
 
 class _Pool:
-    """Ready containers for one (image, config); a background thread keeps ``size`` of them."""
+    """Ready containers for one (image, config, engine); a background thread keeps ``size`` of them."""
 
-    def __init__(self, image: str, config: SandboxConfig, task_id: str | None, size: int):
+    def __init__(self, image: str, config: SandboxConfig, task_id: str | None, size: int, host: str | None = None):
         self.image, self.config, self.task_id, self.size = image, config, task_id, size
+        self.host = engine_url(host)
         self.ready: collections.deque[_Box] = collections.deque()
         self.cond = threading.Condition()
         self.filling = 0
@@ -118,7 +121,7 @@ class _Pool:
                 self.filling += 1
             box = None
             try:
-                box = _launch(self.image, self.config, self.task_id)
+                box = _launch(self.image, self.config, self.task_id, self.host)
                 failures = 0
             except Exception as e:
                 self.error = _one_line(e)
@@ -167,7 +170,7 @@ _pool_size = int(os.environ.get("T1_DOCKER_POOL_SIZE", "1"))
 # At most this many (image, limits) pools keep warm containers: a run over many task images (e.g. every
 # family instance builds its own) would otherwise keep one container and one thread per image forever.
 MAX_POOLS = int(os.environ.get("T1_DOCKER_MAX_POOLS", "8"))
-_live: set[str] = set()  # ids of containers this process created and has not removed
+_live: dict[str, str] = {}  # id -> engine URL of the containers this process created and has not removed
 
 
 def configure_pool(size: int) -> None:
@@ -183,19 +186,19 @@ def configure_pool(size: int) -> None:
                 p.cond.notify_all()
 
 
-def _pool_key(image: str, config: SandboxConfig) -> tuple:
-    return (image, config.workdir, config.network, config.memory_mb, config.pids, config.file_size_mb, config.cpu_seconds, config.cpus, tuple(sorted(config.environ().items())))
+def _pool_key(image: str, config: SandboxConfig, host: str | None = None) -> tuple:
+    return (engine_url(host), image, config.workdir, config.network, config.memory_mb, config.pids, config.file_size_mb, config.cpu_seconds, config.cpus, tuple(sorted(config.environ().items())))
 
 
-def _pool(image: str, config: SandboxConfig, task_id: str | None) -> _Pool | None:
+def _pool(image: str, config: SandboxConfig, task_id: str | None, host: str | None = None) -> _Pool | None:
     if _pool_size <= 0:
         return None
-    key = _pool_key(image, config)
+    key = _pool_key(image, config, host)
     evicted = []
     with _pools_lock:
         p = _pools.get(key)
         if p is None or p.closed:
-            p = _pools[key] = _Pool(image, config, task_id, _pool_size)
+            p = _pools[key] = _Pool(image, config, task_id, _pool_size, host)
         _pools.move_to_end(key)
         while len(_pools) > max(1, MAX_POOLS):
             evicted.append(_pools.popitem(last=False)[1])
@@ -204,11 +207,11 @@ def _pool(image: str, config: SandboxConfig, task_id: str | None) -> _Pool | Non
     return p
 
 
-def prewarm(task: Task | None, config: SandboxConfig | None = None, log=None) -> str:
+def prewarm(task: Task | None, config: SandboxConfig | None = None, log=None, host: str | None = None) -> str:
     """Build the task's image and start filling its pool now (so even the first reset is warm)."""
     config = config or (SandboxConfig.from_task(task) if task is not None else SandboxConfig())
-    image = image_for(task, log)
-    _pool(image, config, task.id if task else None)
+    image = image_for(task, log, host)
+    _pool(image, config, task.id if task else None, host)
     return image
 
 
@@ -238,7 +241,7 @@ class _Reaper:
         if box.helper is not None:
             box.helper.close()
         if _exiting:  # no new threads at interpreter exit: remove it here and now
-            _remove_container(box.id)
+            _remove_container(box.id, host=box.host)
             return
         with self.cond:
             self.q.append(box)
@@ -249,7 +252,7 @@ class _Reaper:
                 except RuntimeError:  # interpreter shutting down
                     self.thread = None
                     self.q.remove(box)
-                    _remove_container(box.id)
+                    _remove_container(box.id, host=box.host)
                     return
             self.cond.notify_all()
 
@@ -264,7 +267,7 @@ class _Reaper:
                 box = self.q.popleft()
                 self.busy += 1
             try:
-                _remove_container(box.id)
+                _remove_container(box.id, host=box.host)
             finally:
                 with self.cond:
                     self.busy -= 1
@@ -281,19 +284,20 @@ class _Reaper:
             leftover = list(self.q)
             self.q.clear()
         for box in leftover:
-            _remove_container(box.id)
+            _remove_container(box.id, host=box.host)
 
 
 _reaper = _Reaper()
 
 
-def _remove_container(cid: str, volumes: bool = True) -> None:
-    """Remove a container (and its anonymous volumes); best effort: gc() finds a leftover by its label."""
+def _remove_container(cid: str, volumes: bool = True, host: str | None = None) -> None:
+    """Remove a container (and its anonymous volumes) from its engine (``host``; default: the one it was
+    made on); best effort: gc() finds a leftover by its label."""
     try:
-        client().api.remove_container(cid, force=True, v=volumes)
+        client(host or _live.get(cid)).api.remove_container(cid, force=True, v=volumes)
     except Exception:
         pass
-    _live.discard(cid)
+    _live.pop(cid, None)
 
 
 _exiting = False
@@ -305,8 +309,8 @@ def _at_exit() -> None:
     try:
         close_pools()
         _reaper.drain()
-        for cid in list(_live):
-            _remove_container(cid)
+        for cid, host in list(_live.items()):
+            _remove_container(cid, host=host)
     except Exception:
         pass
 
@@ -314,19 +318,35 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 
 
-def gc(all: bool = False) -> int:
+def gc(all: bool = False, host: str | None = None) -> int:
     """Remove t1 containers whose owner process is gone (``all=True``: every t1 container of this
-    engine, e.g. after a crash of many workers). Returns how many were removed."""
-    c = client()
+    engine, e.g. after a crash of many workers), then such t1 volumes (a remote engine's verifier
+    runtime). ``host``: the engine (default ``$DOCKER_HOST`` or the local socket). Returns how many
+    containers were removed."""
+    c = client(host)
     n = 0
+
+    def orphan(labels) -> bool:
+        owner = (labels or {}).get(LABEL_OWNER, "")
+        return all or not (owner == _OWNER or _owner_alive(owner))
+
     for info in c.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        owner = (info.get("Labels") or {}).get(LABEL_OWNER, "")
-        if not all and (owner == _OWNER or _owner_alive(owner)):
+        if not orphan(info.get("Labels")):
             continue
         try:
             c.api.remove_container(info["Id"], force=True, v=True)
             n += 1
         except Exception:
             pass
+    try:
+        vols = c.api.volumes(filters={"label": f"{LABEL}=1"}).get("Volumes") or []
+    except Exception:
+        vols = []
+    for v in vols:
+        if orphan(v.get("Labels")):
+            try:
+                c.api.remove_volume(v["Name"], force=True)
+            except Exception:
+                pass  # still in use by a live container: a later gc gets it
     return n
 

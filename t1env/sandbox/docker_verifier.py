@@ -15,9 +15,14 @@ read-only; its root filesystem is read-only too.
   says it has made itself non-dumpable: from then on an agent process cannot ptrace it or open its
   ``/proc`` files, so its report channel (the container's stdout) is out of reach.
 
-When the engine is remote (not a unix socket on this host), host folders cannot be bind-mounted:
-the runtime is then copied into the verifier container before it starts and its root filesystem
-stays writable (``notes`` says so).
+When the engine is remote (:func:`t1env.sandbox.docker_engine.engine_is_remote`: ``tcp://`` or
+``ssh://``), this machine's folders do not exist where the engine runs, so they cannot be
+bind-mounted. The runtime and the tests then travel over the engine API instead (see
+:func:`_deliver`): once the agent is stopped, they are unpacked (``put_archive``) into fresh volumes
+through a staging container that is created but never started, and the verifier container mounts
+those volumes read-only, on a read-only root filesystem, exactly where the bind mounts would be. The
+agent's container never mounts them; they are removed with the verifier container. Every property
+above holds on both paths.
 """
 
 from __future__ import annotations
@@ -56,9 +61,9 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     box = sandbox._box
     if box is None:
         raise SandboxError("sandbox is not started")
-    c = d.client()
+    c = d.client(sandbox.host)
     shared = mode == "shared"
-    local_engine = c.api.base_url.startswith("http+docker://")
+    local_engine = not sandbox.remote
     notes: list[str] = []
     kw = d._create_kwargs(sandbox.image, sandbox.config, sandbox.task.id if sandbox.task else None)
     kw.update(
@@ -76,14 +81,13 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
         kw.pop("hostname", None)  # it shares the agent's uts via the network namespace
     if opts.private_dir:
         kw.update(tmpfs={opts.private_dir: "rw,mode=0755,size=64m"})
+    kw.update(read_only=True)
     if local_engine:
         mounts = [Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
                   Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True)]
         if opts.tests_alias:
             mounts.append(Mount(opts.tests_alias, str(tests), type="bind", read_only=True))
-        kw.update(read_only=True, mounts=mounts)
-    else:
-        notes.append("remote Docker engine: the verifier runtime was copied into a writable verifier container")
+        kw.update(mounts=mounts)
 
     try:
         if shared:
@@ -100,11 +104,13 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
 
     t0 = time.monotonic()
     vid = None
+    volumes: list[str] = []
     try:
-        vid = c.containers.create(**kw).id
-        d._live.add(vid)
         if not local_engine:
-            c.api.put_archive(vid, "/", _runtime_tar(runtime, tests, opts.tests_alias))
+            kw.update(mounts=_deliver(c, sandbox.image, runtime, tests, opts.tests_alias, volumes))
+            notes.append("remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes")
+        vid = c.containers.create(**kw).id
+        d._live[vid] = sandbox.host
         c.api.start(vid)
         if shared:
             _wait_ready(c, vid, min(READY_WAIT, timeout))
@@ -133,7 +139,12 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
             except Exception:
                 pass  # not paused any more (the normal case)
         if vid is not None:
-            d._remove_container(vid, volumes=False)
+            d._remove_container(vid, volumes=False, host=sandbox.host)
+        for name in volumes:
+            try:
+                c.api.remove_volume(name, force=True)
+            except Exception:
+                pass  # labelled: `t1env gc` removes it once this process is gone
     result = ExecResult(code, out, err, timed_out, time.monotonic() - t0)
     return VerifierRun(result, "shared" if shared else "separate", notes)
 
@@ -149,11 +160,63 @@ def _wait_ready(c, vid: str, wait: float) -> None:
         time.sleep(0.01)
 
 
-def _runtime_tar(runtime: Path, tests: Path, tests_alias: str | None = None) -> bytes:
+STAGE = ("/.t1-stage-runtime", "/.t1-stage-tests")  # where the staging container mounts the volumes
+
+
+def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None, volumes: list[str]) -> list:
+    """Copy the runtime (with the tests in its ``tests/``) and, for ``tests_alias``, the tests again
+    into new volumes on the engine; returns the verifier container's read-only mounts of them. The
+    volumes' names are appended to ``volumes`` as they are made (the caller removes them).
+
+    ``put_archive`` cannot write into a read-only mount or root filesystem, so the copy goes through a
+    staging container: created from ``image`` (already on the engine) with the volumes mounted
+    read-write, never started (no process runs in it), removed right after the copy."""
+    from docker.types import Mount
+
+    from t1env.sandbox.docker_engine import _OWNER, LABEL, LABEL_OWNER
+
+    labels = {LABEL: "1", LABEL_OWNER: _OWNER}
+    trees = [_tar({"": runtime, "tests": tests})]
+    if tests_alias:
+        trees.append(_tar({"": tests}))
+    for _ in trees:
+        volumes.append(c.api.create_volume(labels=labels)["Name"])
+    host_config = c.api.create_host_config(mounts=[Mount(STAGE[i], volumes[i], type="volume") for i in range(len(trees))],
+                                           network_mode="none")
+    stage = c.api.create_container(image, command=["true"], entrypoint=[], host_config=host_config, labels=labels,
+                                   network_disabled=True)["Id"]
+    try:
+        for i, data in enumerate(trees):
+            c.api.put_archive(stage, STAGE[i], data)
+    finally:
+        try:
+            c.api.remove_container(stage, force=True, v=False)
+        except Exception:
+            pass
+    mounts = [Mount(VERIFIER_DIR, volumes[0], type="volume", read_only=True)]
+    if tests_alias:
+        mounts.append(Mount(tests_alias, volumes[1], type="volume", read_only=True))
+    return mounts
+
+
+def _tar(trees: dict[str, Path]) -> bytes:
+    """One tar of folders' contents: ``{prefix: folder}``, later prefixes replacing what an earlier
+    folder has there (like a mount over it); owned by root, symlinks kept as links."""
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    shadowed = [k for k in trees if k]
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(runtime, arcname=VERIFIER_DIR.lstrip("/"), recursive=True)
-        tar.add(tests, arcname=f"{VERIFIER_DIR.lstrip('/')}/tests", recursive=True)
-        if tests_alias:
-            tar.add(tests, arcname=tests_alias.lstrip("/"), recursive=True)
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for prefix, root in trees.items():
+            if prefix:
+                tar.add(str(root), arcname=prefix, recursive=False, filter=as_root)
+            for child in sorted(root.iterdir()):
+                if not prefix and child.name in shadowed:
+                    continue
+                name = f"{prefix}/{child.name}" if prefix else child.name
+                tar.add(str(child), arcname=name, recursive=True, filter=as_root)
     return buf.getvalue()
