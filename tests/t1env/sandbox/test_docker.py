@@ -363,6 +363,7 @@ def test_env_killed_container_truncates_and_next_reset_works(default_image):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 61 tasks x 2 backends: ~250 s on a loaded 2-core machine, near the 300 s default
 def test_oracle_same_per_check_results_on_local_and_docker(default_image):
     """Every built-in task: the oracle's per-check results are the same on both backends."""
     import shutil as sh
