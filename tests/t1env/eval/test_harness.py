@@ -85,8 +85,12 @@ def test_sigint_stops_cleanly_keeps_finished_trials_and_resume_gives_the_full_re
     job, marker = tmp_path / "job", tmp_path / "blocked"
     env = dict(os.environ, PYTHONPATH=str(HERE), TMPDIR=str(sandbox_tmpdir),
                T1_TEST_BLOCK_TASK="csv-region-totals", T1_TEST_BLOCK_MARKER=str(marker))
-    cmd = [sys.executable, "-m", "t1env", "eval", "hello-file", "csv-region-totals", "json-config-merge",
-           "--attempts", "2", "--agent", "blocking_agent:BlockingOracle", "--out", str(job), "--json"]
+    argv = [sys.executable, "-m", "t1env", "eval", "hello-file", "csv-region-totals", "json-config-merge",
+            "--attempts", "2", "--agent", "blocking_agent:BlockingOracle", "--out", str(job), "--json"]
+    # SIGINT as a terminal's foreground job has it: a test run started in the background (`cmd &` in a script)
+    # passes SIGINT down ignored, and a Python that starts with SIGINT ignored never raises KeyboardInterrupt
+    cmd = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+           "os.execv(sys.argv[1], sys.argv[1:])", *argv]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 120  # a wait for the agent to reach the blocking task, not a timed assertion
