@@ -440,15 +440,11 @@ class T1Trainer(GRPOTrainer):
         batch["num_items_in_batch"] = self.accelerator.gather(action_mask.sum()).sum()
 
         # ---- metrics: reward as passing checks, resolved rate, turns, drift
-        totals = self._sum_over_processes(torch.tensor(  # the whole batch's, over every process
-            [sum(float(t.checks.get("passed") or 0) for t in trajectories),
-             float(sum(bool(t.checks.get("resolved")) for t in trajectories)),
-             float(sum(t.num_turns for t in trajectories)), float(len(trajectories)),
-             sum(float(t.checks.get("total") or 0) for t in trajectories)], device=device)).tolist()
-        metrics["t1/passed_mean"] = totals[0] / totals[3]
-        metrics["t1/resolved_rate"] = totals[1] / totals[3]
-        metrics["t1/turns_mean"] = totals[2] / totals[3]
-        metrics["t1/passing_fraction"] = totals[0] / totals[4] if totals[4] else float("nan")
+        means = self._episode_means(trajectories)  # the whole batch's, over every process
+        metrics["t1/passed_mean"] = means["passed_mean"]
+        metrics["t1/resolved_rate"] = means["resolved_rate"]
+        metrics["t1/turns_mean"] = means["turns_mean"]
+        metrics["t1/passing_fraction"] = means["passing_fraction"]
         if len(everyone) % self.num_generations == 0:  # groups: the same task and seed (every algorithm)
             grouped_var = everyone.view(-1, self.num_generations).var(dim=1, unbiased=False)
             metrics["t1/group_reward_var"] = grouped_var.mean().item()
@@ -684,16 +680,15 @@ class T1Trainer(GRPOTrainer):
         sampling = SamplingParams(max_new_tokens=self.args.max_new_tokens, temperature=temperature,
                                   top_p=self.args.top_p, top_k=self.sampling.top_k, seed=self.args.seed + 10_000)
         specs, first = self._my_share([EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)])
-        trajectories = self.rollout(specs, sampling, phase=phase, first_index=first)
+        means = self._episode_means(self.rollout(specs, sampling, phase=phase, first_index=first))
+        return {key: means[key] for key in ("passed_mean", "resolved_rate", "reward_mean", "episodes")}
+
+    def _episode_means(self, trajectories: list[Trajectory]) -> dict:
+        """:func:`episode_metrics` over every process's episodes (this process's are ``trajectories``)."""
         if self.accelerator.num_processes == 1:
             return episode_metrics(trajectories)
-        sums = torch.tensor([[float(t.checks.get("passed") or 0), float(bool(t.checks.get("resolved"))), t.reward]
-                             for t in trajectories], dtype=torch.float64).reshape(-1, 3).sum(0)
-        sums = self._sum_over_processes(torch.cat([sums, torch.tensor([len(trajectories)], dtype=torch.float64)])
-                                        .to(self.accelerator.device))
-        n = max(1.0, sums[3].item())
-        return {"passed_mean": sums[0].item() / n, "resolved_rate": sums[1].item() / n,
-                "reward_mean": sums[2].item() / n, "episodes": int(sums[3].item())}
+        sums = torch.tensor(_episode_sums(trajectories), dtype=torch.float64, device=self.accelerator.device)
+        return _means(self._sum_over_processes(sums).tolist())
 
     def _my_share(self, items: list) -> tuple[list, int]:
         """This process's contiguous slice of a list every process holds, and the index of its first item."""
@@ -731,14 +726,26 @@ def _before_checkpoint(record: dict, step: int) -> bool:
 
 
 def episode_metrics(trajectories: list[Trajectory]) -> dict:
-    """Mean passing checks, resolved rate and mean reward of finished episodes."""
-    n = max(1, len(trajectories))
-    return {
-        "passed_mean": sum(float(t.checks.get("passed") or 0) for t in trajectories) / n,
-        "resolved_rate": sum(bool(t.checks.get("resolved")) for t in trajectories) / n,
-        "reward_mean": sum(t.reward for t in trajectories) / n,
-        "episodes": len(trajectories),
-    }
+    """Mean passing checks, resolved rate, mean reward, mean turns and passing fraction (passing checks / checks)
+    of finished episodes."""
+    return _means(_episode_sums(trajectories))
+
+
+def _episode_sums(trajectories: list[Trajectory]) -> list[float]:
+    """Passing checks, resolved episodes, reward, turns, checks and episodes, summed: what :func:`_means` divides
+    (sums, so that a multi-process run can add every process's before dividing)."""
+    return [sum(float(t.checks.get("passed") or 0) for t in trajectories),
+            float(sum(bool(t.checks.get("resolved")) for t in trajectories)),
+            sum(t.reward for t in trajectories), float(sum(t.num_turns for t in trajectories)),
+            sum(float(t.checks.get("total") or 0) for t in trajectories), float(len(trajectories))]
+
+
+def _means(sums: list[float]) -> dict:
+    passed, resolved, reward, turns, checks, episodes = sums
+    n = max(1.0, episodes)
+    return {"passed_mean": passed / n, "resolved_rate": resolved / n, "reward_mean": reward / n,
+            "turns_mean": turns / n, "passing_fraction": passed / checks if checks else float("nan"),
+            "episodes": int(episodes)}
 
 
 HEALTH_FIELDS = (  # (label, logged key, format): one line per logged step, the run's health at a glance
