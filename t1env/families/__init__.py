@@ -79,6 +79,7 @@ class Instance:
     command_timeout: int = 60
     agent_timeout: int = 1200
     verifier_timeout: int = 120
+    preamble: str = "cd /app\n"  # solve.sh's first lines after the shebang and `set -euo pipefail`
 
 
 class Family:
@@ -120,7 +121,8 @@ class Family:
         root.mkdir(parents=True, exist_ok=False)
         _write(root / "task.toml", self._toml(inst, seed))
         _write(root / "instruction.md", inst.instruction.strip() + "\n")
-        _write(root / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\ncd /app\n" + inst.solve.strip() + "\n", 0o755)
+        _write(root / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\n" + inst.preamble + inst.solve.strip() + "\n",
+               0o755)
         for name, body in sorted(inst.tests.items()):
             _write(root / "tests" / name, body)
         (root / "environment").mkdir(exist_ok=True)
@@ -160,7 +162,7 @@ def _write(path: Path, body: str | bytes, mode: int = 0o644) -> None:
 
 # -- the families (an explicit list: one hop from here to each generator) ------------------------
 def _all() -> dict[str, Family]:
-    from t1env.families import build, config, csvpipe, filetree, githistory, logs, regex, script, sql
+    from t1env.families import build, chain, config, csvpipe, filetree, githistory, logs, regex, script, sql
 
     fams = [
         logs.LogAnalysis(),
@@ -172,6 +174,7 @@ def _all() -> dict[str, Family]:
         sql.SqlQuery(),
         config.ConfigRepair(),
         script.ScriptFix(),
+        chain.Chain(),
     ]
     return {f.name: f for f in fams}
 
@@ -191,6 +194,27 @@ def parse_instance_id(ref: str) -> tuple[str, int] | None:
     if not sep or not (seed.isascii() and seed.isdigit()) or "/" in name:  # "²".isdigit(), but int("²") fails
         return None
     return name, int(seed)
+
+
+def expand_refs(refs: list[str]) -> list[str]:
+    """Task references with each ``FAMILY@SPLIT:N`` replaced by the first N instances of that split.
+
+    Example:
+        >>> expand_refs(["hello-file", "chain@train:3", "chain@test:2"])
+        ['hello-file', 'chain@1', 'chain@2', 'chain@3', 'chain@0', 'chain@5']
+    """
+    out = []
+    for ref in refs:
+        name, sep, rest = str(ref).partition(INSTANCE_SEP)
+        split, colon, count = rest.partition(":")
+        if not (sep and colon) or "/" in name:
+            out.append(ref)
+            continue
+        if split not in ("train", "test") or not (count.isascii() and count.isdigit()) or int(count) < 1:
+            raise TaskError(f"{ref!r}: write FAMILY@train:N or FAMILY@test:N (N >= 1 instances of that split)")
+        get_family(name)
+        out += [f"{name}{INSTANCE_SEP}{split_seed(split, k)}" for k in range(int(count))]
+    return out
 
 
 def materialize(name: str, seed: int) -> Path:
