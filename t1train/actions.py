@@ -49,6 +49,9 @@ FORMAT_HELP = (
     'When the task is done, write SUBMIT on its own line or call <tool_call>{"name": "submit"}</tool_call>.'
 )
 
+TRUNCATED_HELP = ("Not run: the turn was cut at the token limit before it ended. End the turn right after its "
+                  "action: one fenced command block, or SUBMIT.")
+
 
 @dataclass
 class Action:

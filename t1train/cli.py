@@ -4,7 +4,7 @@ Subcommands:
 
 * ``t1train --config FILE.yaml`` (same as ``t1train train --config FILE.yaml``) — SFT warm-start (if the file has an
   ``sft:`` section), then RL with ``T1Trainer`` (PPO, GRPO or GSPO), with a held-out evaluation before and after;
-  see ``configs/tiny-cpu.yaml`` and ``docs/training.md``.
+  see ``t1train/configs/tiny-cpu.yaml`` and ``docs/training.md``.
 * ``t1train sft --config FILE.yaml`` — only the SFT warm-start on oracle episodes; saves the model.
 * ``t1train eval --config FILE.yaml [--model PATH]`` — mean passing checks and resolved rate on the eval episodes.
 * ``t1train rollout --config FILE.yaml [--resume | --overwrite]`` — run episodes with an engine, write TITO
@@ -195,7 +195,7 @@ def run_sft_section(cfg, targs, model, tokenizer):
     from t1env.registry import training_tasks
 
     sft_tasks = training_tasks(section.tasks or targs.tasks)  # eval-only benchmark tasks never train
-    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout)
+    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns)
     print(f"sft: {len(trajectories)} oracle episodes ({time.monotonic() - t0:.1f}s)")
     out = section.output_dir or f"{targs.output_dir}/sft"
     sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
@@ -220,10 +220,42 @@ def _print_eval(label: str, metrics: dict) -> None:
           f"({metrics['episodes']} episodes)")
 
 
-def cmd_train(args) -> int:
+def train_and_evaluate(cfg, targs, model=None, tokenizer=None, skip_sft: bool = False, quiet: bool = False) -> dict:
+    """One whole training run, as ``t1train train`` does it: SFT warm-start (if the config has an ``sft:`` section),
+    the held-out evaluation, RL, the held-out evaluation again. ``bench/learning_curve.py`` and the CI learning test
+    call this too, so they measure the README's command and not a copy of it.
+
+    Returns ``{"before", "after", "trainer", "rl_seconds"}``: the two evaluations' metrics (``passed_mean``,
+    ``resolved_rate``, ``passing_fraction``, ``episodes``, ...), the trainer (its ``state.log_history`` holds every
+    step's metrics) and the RL wall time.
+    """
     from t1train.models import load_model_and_tokenizer
     from t1train.trainer import T1Trainer
 
+    if model is None:
+        model, tokenizer = load_model_and_tokenizer(cfg.model)
+    model.train()
+    if cfg.sft is not None and not skip_sft:
+        model = run_sft_section(cfg, targs, model, tokenizer)
+    trainer = T1Trainer(model, targs, processing_class=tokenizer)
+    if quiet:
+        from transformers import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    tasks, seeds = _eval_specs(cfg, targs)
+    n = cfg.eval.episodes_per_task
+    before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-before")
+    if not quiet:
+        _print_eval("before RL", before)
+    t0 = time.monotonic()
+    trainer.train(resume_from_checkpoint=targs.resume_from_checkpoint)
+    rl_seconds = time.monotonic() - t0
+    trainer.save_model(targs.output_dir)
+    after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-after")
+    return {"before": before, "after": after, "trainer": trainer, "rl_seconds": rl_seconds}
+
+
+def cmd_train(args) -> int:
     cfg = _setup(args)
     targs = _train_config(cfg, args)
     if args.resume:  # find the checkpoint now, before minutes of SFT; the trainer keeps the episodes logged up to it
@@ -234,20 +266,10 @@ def cmd_train(args) -> int:
         if path is None:
             raise ValueError(f"--resume: no checkpoint in {targs.output_dir}; run without --resume to start")
         targs.resume_from_checkpoint = path
-    model, tokenizer = load_model_and_tokenizer(cfg.model)
-    model.train()
-    if cfg.sft is not None and not args.skip_sft:
-        model = run_sft_section(cfg, targs, model, tokenizer)
-    trainer = T1Trainer(model, targs, processing_class=tokenizer)
-    tasks, seeds = _eval_specs(cfg, targs)
-    n = cfg.eval.episodes_per_task
-    before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-before")
-    _print_eval("before RL", before)
-    trainer.train(resume_from_checkpoint=targs.resume_from_checkpoint)
-    trainer.save_model(targs.output_dir)
-    after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-after")
-    _print_eval("before RL", before)
-    _print_eval("after RL", after)
+    run = train_and_evaluate(cfg, targs, skip_sft=args.skip_sft)
+    trainer = run["trainer"]
+    _print_eval("before RL", run["before"])
+    _print_eval("after RL", run["after"])
     if not trainer.accelerator.is_main_process:
         return 0
     if trainer.critic_warmup_history:
@@ -289,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="training YAML file: same as `t1train train --config FILE`")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = sub.add_parser("train", help="SFT warm-start (optional) then RL: PPO, GRPO or GSPO")
-    train.add_argument("--config", required=True, help="training YAML file (see configs/tiny-cpu.yaml)")
+    train.add_argument("--config", required=True, help="training YAML file, or the name of a shipped one (tiny-cpu: t1train/configs/tiny-cpu.yaml)")
     train.add_argument("--output-dir", help="override train.output_dir")
     train.add_argument("--max-steps", type=at_least_one, help="override train.max_steps")
     train.add_argument("--skip-sft", action="store_true", help="ignore the sft: section")

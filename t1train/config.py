@@ -44,6 +44,20 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _expand(tasks: list[str] | None) -> list[str] | None:
+    """``FAMILY@train:N`` / ``FAMILY@test:N`` → that split's first N instances (:func:`t1env.families.expand_refs`);
+    a bad reference is a validation error on the field."""
+    from t1env.families import expand_refs
+    from t1env.task import TaskError
+
+    if tasks is None:
+        return None
+    try:
+        return expand_refs(tasks)
+    except TaskError as err:
+        raise ValueError(str(err)) from None
+
+
 # ------------------------------------------------------------------------------------------------ rollouts
 class EngineConfig(_Section):
     """The engine that samples the model's turns."""
@@ -122,6 +136,8 @@ class SFTSection(_Section):
     max_steps: int = Field(100, ge=1, description="SFT optimizer steps.")
     learning_rate: LearningRate = Field(1e-3, description="SFT learning rate.")
     per_device_train_batch_size: int = Field(8, ge=1, description="Episodes per SFT batch.")
+    turns: Literal["script", "lines"] = Field("script", description="The oracle's assistant turns: the whole "
+                                              "solve.sh in one turn (script), or one turn per line (lines).")
     output_dir: str | None = Field(None, description="Where to save the SFT model (default: "
                                                      "<train.output_dir>/sft).")
 
@@ -130,7 +146,7 @@ class SFTSection(_Section):
     def _some_tasks(cls, tasks: list[str] | None) -> list[str] | None:
         if tasks is not None and not tasks:
             raise ValueError("is empty: give task ids, or leave the key out to use train.tasks")
-        return tasks
+        return _expand(tasks)
 
 
 class EvalSection(_Section):
@@ -141,6 +157,11 @@ class EvalSection(_Section):
     seeds: list[int] = Field(default_factory=lambda: [1000], min_length=1,
                              description="Reset seeds (sampling is seeded from them too).")
     episodes_per_task: int = Field(4, ge=1, description="Episodes per (task, seed).")
+
+    @field_validator("tasks")
+    @classmethod
+    def _expand_tasks(cls, tasks: list[str]) -> list[str]:
+        return _expand(tasks)
     temperature: float = Field(1.0, ge=0, allow_inf_nan=False, description="Sampling temperature (0: greedy).")
 
 
@@ -193,9 +214,24 @@ def build_t1_config(train: dict, **overrides):
 
 
 # ------------------------------------------------------------------------------------------------ checking
+BUILTIN_CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def builtin_config(path: str | Path) -> Path:
+    """``path``, or where it names a config shipped with t1train (``tiny-cpu``, ``rollout-tiny``: the files in
+    ``t1train/configs/``, also inside an installed wheel) and no such file exists here, that file."""
+    path = Path(path)
+    if not path.exists() and path.parent == Path("."):
+        shipped = BUILTIN_CONFIGS / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+        if shipped.is_file():
+            return shipped
+    return path
+
+
 def _read_yaml(path: str | Path) -> dict:
     import yaml
 
+    path = builtin_config(path)
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
@@ -210,6 +246,9 @@ def _read_yaml(path: str | Path) -> dict:
         raise ValueError(f"{path}: not valid YAML: lists or mappings nested too deeply") from None
     except IsADirectoryError:
         raise ValueError(f"{path}: is a folder, not a YAML file") from None
+    except FileNotFoundError:
+        shipped = ", ".join(sorted(p.stem for p in BUILTIN_CONFIGS.glob("*.yaml")))
+        raise ValueError(f"{path}: no such file (configs shipped with t1train, by name: {shipped})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

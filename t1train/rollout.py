@@ -35,8 +35,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from t1train.actions import COMMAND, FORMAT_HELP, SUBMIT, parse_action
-from t1train.engines.base import FINISH_ABORT, Engine, Generation, SamplingParams, episode_seed
+from t1train.actions import COMMAND, FORMAT_HELP, NONE, SUBMIT, TRUNCATED_HELP, Action, parse_action
+from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Engine, Generation, SamplingParams, episode_seed
 from t1train.tito import Tito, loss_region_drift, retokenize_drift
 from t1train.trajectory import Trajectory, Turn
 
@@ -72,6 +72,10 @@ class RolloutConfig:
     """What to do when the chat template is not prefix-preserving: ``repair`` (record drift events) or ``error``."""
     chat_template: str | None = None
     """Override the tokenizer's chat template (a Jinja string)."""
+    truncated_turns: str = "act"
+    """A turn cut by ``max_new_tokens`` before it ended: ``act`` runs the action it holds (if any); ``reject`` does
+    not run it and answers that the turn was cut (the turn still counts). ``reject`` keeps RL from drifting into
+    turns that never end: under ``act``, text after the action costs nothing until it is cut."""
     executor: str = "inprocess"
     """Where the envs' sandboxes run: ``inprocess`` (here) or ``ray`` (Ray workers; ``t1env.executor``)."""
     ray_address: str | None = "auto"
@@ -82,6 +86,8 @@ class RolloutConfig:
             raise ValueError("concurrency and max_turns must be >= 1")
         if self.executor not in ("inprocess", "ray"):
             raise ValueError(f"executor must be 'inprocess' or 'ray', got {self.executor!r}")
+        if self.truncated_turns not in ("act", "reject"):
+            raise ValueError(f"truncated_turns must be 'act' or 'reject', got {self.truncated_turns!r}")
         if self.observation_role not in ("user", "tool"):
             raise ValueError(f"observation_role must be 'user' or 'tool', got {self.observation_role!r}")
 
@@ -312,6 +318,8 @@ class RolloutRunner:
             return True
 
         action = parse_action(text)
+        if gen.finish_reason == FINISH_LENGTH and self.config.truncated_turns == "reject" and action.kind != NONE:
+            action = Action(NONE, error=TRUNCATED_HELP)
         turn.action = action.to_dict()
         ep.pending_turn, ep.pending_generation = turn, gen
         if action.kind == SUBMIT:

@@ -16,6 +16,7 @@ Example (the tokens RL will sample are the tokens SFT trains on)::
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from t1env.agents import oracle_command
@@ -24,10 +25,22 @@ from t1train.engines.base import FINISH_STOP, Generation, SamplingParams
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.trajectory import Trajectory
 
+ORACLE_TURNS = ("script", "lines")
 
-def oracle_turns(command: str) -> list[str]:
-    """The assistant turns of an oracle episode: run the solution, then submit."""
-    return [f"```bash\n{command}\n```", "SUBMIT"]
+
+def oracle_turns(command: str, turns: str = "script") -> list[str]:
+    r"""The assistant turns of an oracle episode, then ``SUBMIT``: the whole solution in one turn (``script``), or
+    one turn per line (``lines``: for solutions whose every line is a whole command, so the agent learns to read
+    each command's output before it types the next).
+
+    Example:
+        >>> oracle_turns("cat name.txt\nmkdir red", "lines")
+        ['```bash\ncat name.txt\n```', '```bash\nmkdir red\n```', 'SUBMIT']
+    """
+    if turns not in ORACLE_TURNS:
+        raise ValueError(f"oracle turns must be one of {ORACLE_TURNS}, got {turns!r}")
+    commands = [command] if turns == "script" else [line for line in command.splitlines() if line.strip()]
+    return [f"```bash\n{c}\n```" for c in commands] + ["SUBMIT"]
 
 
 class OracleEngine:
@@ -71,20 +84,39 @@ class OracleEngine:
 
 
 def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env: Callable[[str], Any] | None = None,
-                        rollout: RolloutConfig | None = None, require_resolved: bool = True) -> list[Trajectory]:
-    """Play every (task, seed) with the task's oracle in the real env; keep the episodes the verifier resolved."""
+                        rollout: RolloutConfig | None = None, require_resolved: bool = True,
+                        turns: str = "script") -> list[Trajectory]:
+    """Play every (task, seed) with the task's oracle in the real env; keep the episodes the verifier resolved.
+
+    ``turns``: how the solution is split into assistant turns (:func:`oracle_turns`). Tasks whose instructions are
+    the same but whose solutions differ (the instances of a family like ``chain``) are played in separate rounds,
+    since the oracle engine tells episodes apart by their instruction.
+    """
     make_env = make_env or make_env_factory()
-    scripts = {}
+    rounds: list[tuple[dict[str, list[str]], list[str]]] = []  # ({instruction: turns}, tasks), one script per text
     for task in tasks:  # the instruction is the env's reset observation
         env = make_env(task)
         try:
             instruction, _ = env.reset(seed=seeds[0])
         finally:
             env.close()
-        scripts[instruction] = oracle_turns(oracle_command(get_task(task), typed=True))
-    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, make_env, SamplingParams(max_new_tokens=1024),
-                           rollout or RolloutConfig(max_turns=4))
-    trajectories = runner.run([EpisodeSpec(t, s) for s in seeds for t in tasks])
+        script = oracle_turns(oracle_command(get_task(task), typed=True), turns)
+        for scripts, members in rounds:
+            if scripts.get(instruction, script) == script:
+                scripts[instruction] = script
+                members.append(task)
+                break
+        else:
+            rounds.append(({instruction: script}, [task]))
+    rollout = rollout or RolloutConfig(max_turns=4)
+    if turns == "lines":  # room for every command and the SUBMIT
+        longest = max(len(s) for scripts, _ in rounds for s in scripts.values())
+        rollout = dataclasses.replace(rollout, max_turns=max(rollout.max_turns, longest))
+    trajectories = []
+    for scripts, members in rounds:
+        runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, make_env,
+                               SamplingParams(max_new_tokens=1024), rollout)
+        trajectories += runner.run([EpisodeSpec(t, s) for s in seeds for t in members])
     if require_resolved:
         unresolved = [t.task_id for t in trajectories if not t.checks.get("resolved")]
         if len(unresolved) == len(trajectories):

@@ -167,7 +167,8 @@ class T1Trainer(GRPOTrainer):
             self.routing_replay = RoutingReplay(self.model)  # a clear error if the policy has no MoE router
         self.rollout_config = RolloutConfig(concurrency=args.rollout_concurrency, max_turns=args.max_turns,
                                             max_context_tokens=args.max_context_tokens,
-                                            system_prompt=args.system_prompt, return_routed_experts=args.r3)
+                                            system_prompt=args.system_prompt, return_routed_experts=args.r3,
+                                            truncated_turns=args.truncated_turns)
         self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                        top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
         self._rollout_calls: dict[tuple[str, int], int] = {}
@@ -681,7 +682,7 @@ class T1Trainer(GRPOTrainer):
                                   top_p=self.args.top_p, top_k=self.sampling.top_k, seed=self.args.seed + 10_000)
         specs, first = self._my_share([EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)])
         means = self._episode_means(self.rollout(specs, sampling, phase=phase, first_index=first))
-        return {key: means[key] for key in ("passed_mean", "resolved_rate", "reward_mean", "episodes")}
+        return {key: means[key] for key in ("passed_mean", "resolved_rate", "passing_fraction", "reward_mean", "episodes")}
 
     def _episode_means(self, trajectories: list[Trajectory]) -> dict:
         """:func:`episode_metrics` over every process's episodes (this process's are ``trajectories``)."""

@@ -42,6 +42,9 @@ class T1Config(GRPOConfig):
                              metadata={"help": 'Extra gym.make("T1Terminal-v0", ...) arguments.'})
     max_turns: int = field(default=8, metadata={"help": "Assistant turns per episode."})
     max_new_tokens: int = field(default=64, metadata={"help": "Tokens the engine may sample per turn."})
+    truncated_turns: str = field(default="reject", metadata={
+        "help": "A turn cut by max_new_tokens: reject (not run; answered that it was cut) or act (run the action "
+                "it holds). reject keeps RL from drifting into turns that never end (docs/training.md)."})
     max_context_tokens: int = field(default=4096, metadata={"help": "End an episode before its context exceeds this."})
     rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
     rollout_executor: str = field(default="inprocess", metadata={
@@ -121,6 +124,8 @@ class T1Config(GRPOConfig):
                              f"got {self.off_policy_correction!r}")
         if self.off_policy_clip <= 1.0:
             raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
+        if self.truncated_turns not in ("act", "reject"):
+            raise ValueError(f"truncated_turns must be 'act' or 'reject', got {self.truncated_turns!r}")
         if self.engine not in ("hf", "sglang"):
             raise ValueError(f"engine must be 'hf' or 'sglang', got {self.engine!r}")
         for name in ("gamma", "gae_lambda_actor", "gae_lambda_critic"):
@@ -131,6 +136,9 @@ class T1Config(GRPOConfig):
         if self.critic_warmup_iterations and self.algorithm != "ppo":
             raise ValueError(f"critic_warmup_iterations needs algorithm='ppo' (got {self.algorithm!r}): "
                              "grpo and gspo have no critic")
+        from t1env.families import expand_refs
+
+        self.tasks, self.eval_tasks = expand_refs(self.tasks), expand_refs(self.eval_tasks)
         if not self.tasks:
             raise ValueError("tasks is empty: give at least one task id or task package path")
         if self.max_turns < 1 or self.max_new_tokens < 1:

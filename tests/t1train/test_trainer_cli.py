@@ -12,15 +12,18 @@ from t1train.cli import build_parser, main
 from t1train.config import build_t1_config, load_train_config
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "configs" / "tiny-cpu.yaml"
+TINY = ROOT / "t1train" / "configs" / "tiny-cpu.yaml"
 
 
 def test_tiny_cpu_config_builds_a_valid_t1_config():
+    from t1env.families import parse_instance_id, split_of_seed
+
     cfg = load_train_config(TINY)
     args = build_t1_config(cfg.train, output_dir="/tmp/unused")
-    assert args.algorithm == "ppo" and args.critic_warmup_iterations > 0
-    assert all((ROOT / t / "task.toml").exists() for t in args.tasks + cfg.eval.tasks + cfg.sft.tasks)
-    assert not set(args.tasks) & set(cfg.sft.tasks)  # RL runs on an instance SFT never imitated
+    assert args.algorithm == "ppo" and args.critic_warmup_iterations > 0 and args.truncated_turns == "reject"
+    splits = {name: {split_of_seed(parse_instance_id(t)[1]) for t in tasks}
+              for name, tasks in (("train", args.tasks), ("sft", cfg.sft.tasks), ("eval", cfg.eval.tasks))}
+    assert splits == {"train": {"train"}, "sft": {"train"}, "eval": {"test"}}  # held out: never trained on
 
 
 def test_unknown_keys_are_named_with_the_file(tmp_path):
