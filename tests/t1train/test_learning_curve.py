@@ -7,10 +7,10 @@ held-out evaluation again.
 
 What is asserted, with the numbers behind the margins (docs/benchmarks-training.md, bench/learning_curve.py):
 
-* the random-init model resolves nothing, and SFT lifts the held-out resolved rate by more than ``SFT_MARGIN``;
+* the random-init model resolves nothing, and SFT lifts the held-out resolved rate by more than ``SFT_MARGIN``
+  (three standard deviations of a difference of two held-out scores of one policy);
 * RL does not collapse: the held-out passing fraction after RL is at least its value before minus ``NOISE_3X``
-  (three standard deviations of a difference of two held-out scores of one policy), and the policy still resolves
-  held-out episodes;
+  (the same, for the passing fraction), and the policy still resolves held-out episodes;
 * every optimizer step ran, the critic warm-started, and no step logged a zero-variance batch of nothing but zeros
   (the signature of the collapse this recipe used to have).
 
@@ -24,8 +24,11 @@ import pytest
 import torch
 
 SEED = 0
-SFT_MARGIN = 0.15  # measured: SFT takes the held-out resolved rate from 0 to about 0.36
-NOISE_3X = 0.10  # 3 x the sd of a difference of two held-out passing fractions of one policy (measured 0.03)
+# Eval noise, measured (bench/learning_curve.py): the seed-0 SFT policy scored with 4 sampling seeds had resolved
+# rates 0.381, 0.449, 0.466, 0.369 (sd 0.048; a difference of two scores 0.068) and passing fractions 0.548, 0.615,
+# 0.599, 0.537 (sd 0.038; a difference 0.054).
+SFT_MARGIN = 0.20  # 3 x the noise of a difference of two resolved rates; SFT gives about 0.36-0.47 over 0
+NOISE_3X = 0.16  # 3 x the noise of a difference of two passing fractions
 
 
 @pytest.mark.slow
