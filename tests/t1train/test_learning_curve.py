@@ -32,7 +32,7 @@ NOISE_3X = 0.16  # 3 x the noise of a difference of two passing fractions
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # about 7 minutes on 2 cores
+@pytest.mark.timeout(2400)  # about 8 minutes on a quiet 2-core machine, 16 under heavy load
 def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
     from t1train.cli import _eval_specs, train_and_evaluate
     from t1train.config import build_t1_config, load_train_config
