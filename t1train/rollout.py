@@ -48,6 +48,9 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+TRUNCATED_TURNS = ("act", "reject")  # what the loop does with a turn cut by max_new_tokens (RolloutConfig)
+
+
 @dataclass
 class RolloutConfig:
     """How the agent loop runs episodes."""
@@ -86,10 +89,14 @@ class RolloutConfig:
             raise ValueError("concurrency and max_turns must be >= 1")
         if self.executor not in ("inprocess", "ray"):
             raise ValueError(f"executor must be 'inprocess' or 'ray', got {self.executor!r}")
-        if self.truncated_turns not in ("act", "reject"):
-            raise ValueError(f"truncated_turns must be 'act' or 'reject', got {self.truncated_turns!r}")
+        check_truncated_turns(self.truncated_turns)
         if self.observation_role not in ("user", "tool"):
             raise ValueError(f"observation_role must be 'user' or 'tool', got {self.observation_role!r}")
+
+
+def check_truncated_turns(mode: str) -> None:
+    if mode not in TRUNCATED_TURNS:
+        raise ValueError(f"truncated_turns must be 'act' or 'reject', got {mode!r}")
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch
 from trl import GRPOConfig
 
 from t1train import ppo
-from t1train.rollout import DEFAULT_SYSTEM_PROMPT
+from t1train.rollout import DEFAULT_SYSTEM_PROMPT, check_truncated_turns
 
 ALGORITHMS = ("ppo", "grpo", "gspo")
 
@@ -124,8 +124,7 @@ class T1Config(GRPOConfig):
                              f"got {self.off_policy_correction!r}")
         if self.off_policy_clip <= 1.0:
             raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
-        if self.truncated_turns not in ("act", "reject"):
-            raise ValueError(f"truncated_turns must be 'act' or 'reject', got {self.truncated_turns!r}")
+        check_truncated_turns(self.truncated_turns)
         if self.engine not in ("hf", "sglang"):
             raise ValueError(f"engine must be 'hf' or 'sglang', got {self.engine!r}")
         for name in ("gamma", "gae_lambda_actor", "gae_lambda_critic"):
