@@ -149,9 +149,23 @@ class T1Trainer(GRPOTrainer):
                              f"{args.generation_batch_size} / num_generations {args.num_generations}) but the train "
                              f"set has {len(train_dataset)} (tasks x train_seeds); add train_seeds or tasks, or "
                              "raise num_generations")
-        super().__init__(model=model, reward_funcs=[passing_checks, *(reward_funcs or [])], args=args,
-                         train_dataset=train_dataset,
-                         processing_class=processing_class, peft_config=peft_config, callbacks=callbacks)
+        # beta > 0 without PEFT: the reference is the policy as passed here (the RL starting point, e.g. the SFT
+        # warm-start still in memory). TRL would reload it from the model's path, which an in-memory model does not
+        # have or which holds other weights: hide beta from TRL's constructor and make the reference below.
+        from accelerate.utils import is_peft_model
+
+        own_reference = args.beta != 0.0 and peft_config is None and not is_peft_model(model)
+        beta, sync_ref = args.beta, args.sync_ref_model
+        if own_reference:
+            args.beta, args.sync_ref_model = 0.0, False
+        try:
+            super().__init__(model=model, reward_funcs=[passing_checks, *(reward_funcs or [])], args=args,
+                             train_dataset=train_dataset,
+                             processing_class=processing_class, peft_config=peft_config, callbacks=callbacks)
+        finally:
+            args.beta, args.sync_ref_model = beta, sync_ref
+        if own_reference:
+            self._make_reference()
         self.tokenizer = processing_class
         self.engine = engine if engine is not None else self._default_engine()
         env_kwargs = dict(args.env_kwargs)
@@ -191,6 +205,37 @@ class T1Trainer(GRPOTrainer):
             self.add_callback(_EpisodeEvalCallback(self))
         if args.health_line:
             self.add_callback(_HealthLineCallback())
+
+    def _make_reference(self) -> None:
+        """The KL reference (``beta > 0``, no PEFT): a frozen copy of the policy as it is now."""
+        import copy
+
+        from trl.trainer.callbacks import SyncRefModelCallback
+        from trl.trainer.utils import add_fused_lm_head
+
+        from t1train.models import unpatch_forward
+
+        self.beta = self.args.beta
+        reference = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval().requires_grad_(False)
+        unpatch_forward(reference)  # the copied patch would run the policy's weights; patch the copy afresh
+        add_fused_lm_head(reference, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+        self.ref_model = self.accelerator.prepare_model(reference, evaluation_mode=True)
+        if self.args.sync_ref_model:
+            self.add_callback(SyncRefModelCallback(ref_model=self.ref_model, accelerator=self.accelerator))
+
+    def _reference_logps(self, input_ids, attention_mask, width: int) -> torch.Tensor:
+        """Per-token log-probs of the sampled tokens under the KL reference (never routing-replayed)."""
+        from trl.trainer.utils import use_adapter
+
+        if self.ref_model is not None:
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.ref_model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size)
+            return logps
+        model = self.accelerator.unwrap_model(self.model)  # PEFT: the adapter TRL keeps as "ref", or no adapter
+        with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size)
+        return logps
 
     # ------------------------------------------------------------------------------------------ engine
     def _default_engine(self):
@@ -393,6 +438,8 @@ class T1Trainer(GRPOTrainer):
                 old_logps, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, input_ids, attention_mask, width, batch_size=args.per_device_train_batch_size)
             batch["old_per_token_logps"] = old_logps
+        if not critic_only and self.beta != 0.0:  # TRL's loss adds beta * KL(policy || reference) per token
+            batch["ref_per_token_logps"] = self._reference_logps(input_ids, attention_mask, width)
 
         # ---- advantages
         if self.value_model is not None:

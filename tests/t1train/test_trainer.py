@@ -250,6 +250,78 @@ def test_checkpoint_resume_restores_the_critic(tiny, tmp_path, scripted_env):
     assert len(resumed.critic_warmup_history) == 1  # restored, not re-run
 
 
+def _kl_batch(trainer, scripted_env):
+    tokenizer = trainer.tokenizer
+    seeds = [0, 1, 0, 1]
+    scripts = {"Task scripted (seed 0)": SCRIPT, "Task scripted (seed 1)": oracle_turns("ls")}
+    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, lambda t: scripted_env(t),
+                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
+    trajectories = runner.run([EpisodeSpec("scripted", seed) for seed in seeds])
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
+    batch.pop("returns", None)
+    return {**batch, "advantages": torch.zeros_like(batch["advantages"])}  # what moves the policy: the KL alone
+
+
+def _kl(trainer, batch) -> float:
+    """The k3 estimate of KL(policy || reference) on the batch's action tokens, as TRL's loss computes it."""
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask,
+                                                                  batch["completion_ids"].shape[1])
+    delta = batch["ref_per_token_logps"] - logps
+    mask = batch["tool_mask"].bool()
+    return (torch.exp(delta) - delta - 1)[mask].mean().item()
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_kl_to_the_reference_pulls_the_policy_back(tiny, tmp_path, scripted_env, lora):
+    """beta > 0: the reference is the policy the trainer was given (a frozen in-memory copy; with LoRA, the base
+    model), its log-probs ride in the batch, and the KL term's gradient is zero at the reference and pulls a moved
+    policy back towards it (a step on the KL alone lowers the KL). A full training step logs ``kl``."""
+    import copy
+
+    from peft import LoraConfig
+
+    model, tokenizer = tiny
+    policy = copy.deepcopy(model)
+    with torch.no_grad():  # weights no file holds: the reference must be this model, not a reload from its path
+        next(policy.parameters()).add_(0.01)
+    peft = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False) if lora else None
+    trainer = T1Trainer(policy, config(tmp_path, algorithm="ppo", beta=0.5, router_aux_loss_coef=0.0),
+                        processing_class=tokenizer, make_env=lambda t: scripted_env(t), peft_config=peft)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    if not lora:
+        reference = dict(trainer.ref_model.named_parameters())
+        assert all(torch.equal(reference[n], p) and reference[n] is not p and not reference[n].requires_grad
+                   for n, p in trainer.model.named_parameters())
+    batch = _kl_batch(trainer, scripted_env)
+    if not lora:  # policy == reference: the same log-probs, no KL, no gradient
+        assert _kl(trainer, batch) < 1e-10
+        trainer.model.zero_grad(set_to_none=True)
+        trainer.compute_loss(trainer.model, batch).backward()
+        assert all(not p.grad.abs().gt(1e-7).any() for p in trainer.model.parameters() if p.grad is not None)
+    with torch.no_grad():  # move the policy away from the reference
+        for p in trainer.model.parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    moved = _kl(trainer, batch)
+    assert moved > 1e-4
+    trainer.model.zero_grad(set_to_none=True)
+    trainer.compute_loss(trainer.model, batch).backward()
+    grads = [p.grad for p in trainer.model.parameters() if p.grad is not None]
+    norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    assert norm > 0
+    with torch.no_grad():  # a short step down the KL's gradient
+        for p in trainer.model.parameters():
+            if p.grad is not None:
+                p -= 0.02 * p.grad / norm
+    assert _kl(trainer, batch) < moved
+    trainer.train()
+    assert "kl" in trainer.state.log_history[0]
+
+
 def test_lora_trains_adapters_only(tiny, tmp_path, scripted_env):
     from peft import LoraConfig
 
