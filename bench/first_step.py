@@ -146,6 +146,16 @@ def main() -> None:
         rows_out.append((f"{label} (gradient norm {norm:.3f}): Adam, lr 1e-3", after_step(grads, 1e-3)))
         subsets[label] = grads
     subsets["all advantages"] = full
+    # control: the imitation direction (the oracle episodes of the 43 train instances, every action token +1)
+    train_oracle = oracle_trajectories(tokenizer, cfg.sft.tasks, cfg.sft.seeds, make_env_factory(), rollout,
+                                       turns=cfg.sft.turns)
+    imitation = trainer.score_trajectories(train_oracle, [{"prompt": "s", "task": t.task_id, "seed": t.seed}
+                                                          for t in train_oracle])
+    imitation.pop("returns", None)
+    trainer.model.zero_grad(set_to_none=True)
+    trainer.compute_loss(trainer.model, {**imitation, "advantages": imitation["tool_mask"].float()}).backward()
+    subsets["control: imitating the train oracle"] = [
+        p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
     for label, grads in subsets.items():
         for length in SGD_LENGTHS:
             rows_out.append((f"{label}: gradient step of length {length:g}", after_step(grads, length, sgd=True)))
