@@ -8,7 +8,9 @@
   ``write`` and fsynced. A kill can only tear the last line: :func:`read_jsonl` skips such a tail (with a
   warning), and ``EpisodeLog`` cuts it off before it appends. Every record has a key; a key already in the file
   is not written again, so a resumed run does not duplicate episodes. One process writes a log at a time (an
-  exclusive ``flock``); a second one gets an error that names the file.
+  exclusive ``flock``); a second one gets an error that names the file. The lock belongs to the open file, which a
+  forked child shares until it execs or exits: a child the writer forked to start a sandbox can hold it for a moment
+  after the writer was killed, so opening waits up to ``LOCK_WAIT_SECONDS`` for the lock before the error.
 
 Example:
     >>> import tempfile, pathlib
@@ -28,11 +30,16 @@ import fcntl
 import json
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
 from t1env.files import fsync_dir, write_atomic
+
+LOCK_WAIT_SECONDS = 5.0
+"""How long :class:`EpisodeLog` waits for the lock: a killed writer's forked children that have not yet exec'd or
+exited still share its open file, and with it the lock, for a moment."""
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -127,12 +134,17 @@ class EpisodeLog:
 
     def _open(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ValueError(f"{self.path} is being written by another process (or another trainer in this one): "
-                             "wait for it to finish, or write elsewhere")
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise ValueError(f"{self.path} is being written by another process (or another trainer in this "
+                                     "one): wait for it to finish, or write elsewhere") from None
+                time.sleep(0.05)
         records, good, complete_tail = _scan(self.path)
         size = os.fstat(fd).st_size
         if complete_tail:

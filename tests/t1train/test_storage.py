@@ -4,9 +4,11 @@ and folders."""
 import json
 import multiprocessing
 import os
+import time
 
 import pytest
 
+from t1train import storage
 from t1train.storage import EpisodeLog, publish_dir, read_jsonl, staging_dir, write_text_atomic
 from t1train.trajectory import Trajectory, load_jsonl, save_jsonl
 
@@ -72,7 +74,8 @@ def _try_to_open(path, queue):
         queue.put(str(err))
 
 
-def test_a_second_writer_of_the_same_log_is_refused(tmp_path):
+def test_a_second_writer_of_the_same_log_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(storage, "LOCK_WAIT_SECONDS", 0.2)  # the writer holds the lock throughout: no need to wait 5 s
     path = tmp_path / "t.jsonl"
     with EpisodeLog(path, key=by_episode):
         queue = multiprocessing.get_context("fork").Queue()
@@ -125,3 +128,28 @@ def test_publish_dir_puts_a_complete_folder_in_place(tmp_path):
     (staging / "model.bin").write_text("weights 2")
     publish_dir(staging, final)
     assert os.listdir(tmp_path) == ["checkpoint-2"] and (final / "model.bin").read_text() == "weights 2"
+
+
+def _writer_with_a_forked_child(path, ready):
+    log = EpisodeLog(path, key=by_episode)
+    log.append(traj(0).to_dict())
+    if os.fork() == 0:  # what Popen(preexec_fn=...) makes before it execs: a child sharing the log's open file
+        time.sleep(0.5)
+        os._exit(0)
+    ready.set()
+    time.sleep(60)
+
+
+def test_a_killed_writers_forked_child_does_not_block_the_resume(tmp_path):
+    """SIGKILL a writer while a child it forked still shares the log's open file (and so its lock): reopening the log
+    waits for the child to go instead of refusing the resume (the CI flake of the killed-rollout test)."""
+    path = tmp_path / "t.jsonl"
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_writer_with_a_forked_child, args=(path, ready))
+    proc.start()
+    assert ready.wait(30)
+    proc.kill()
+    proc.join()
+    with EpisodeLog(path, key=by_episode) as log:  # before the fix: "is being written by another process"
+        assert log.keys == {0}
