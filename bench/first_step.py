@@ -2,8 +2,8 @@
 
 A full run of the recipe takes 15 minutes; whether a learning rate, an advantage estimator or a loss breaks the
 policy shows in its first update. This script takes the SFT warm-start of ``bench/learning_curve.py`` (seed 0 by
-default), plays one generation batch exactly as the trainer's first step does (16 episodes of the train instances,
-real sandboxes), scores it (critic warm-start off: the advantages of PPO with a fresh critic, or GRPO's), takes the
+default), plays one generation batch of the config's size (16 episodes: 4 train instances, picked as the critic
+warm-start picks them, 4 episodes each; real sandboxes), scores it (critic warm-start off: the advantages of PPO with a fresh critic, or GRPO's), takes the
 policy gradient, and then applies Adam's first update, ``lr * sign(gradient)`` (what bias-corrected Adam does on
 its first step, whatever the gradient's size), for several learning rates and for the positive and negative
 advantages alone. After each update it scores the **oracle episodes of the 11 held-out instances**: the
@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
+import re
 import statistics
 import sys
 import tempfile
@@ -36,6 +38,10 @@ def _value(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def _norm(grads) -> float:
+    return math.sqrt(sum(g.norm().item() ** 2 for g in grads))
 
 
 def main() -> None:
@@ -97,8 +103,6 @@ def main() -> None:
 
     # ---- one generation batch, as the first training step plays it
     rows = list(trainer.train_dataset)
-    import random
-
     rng = random.Random(args.seed)
     picked = [rows[rng.randrange(len(rows))] for _ in range(targs.generation_batch_size // targs.num_generations)]
     inputs = [dict(r) for r in picked for _ in range(targs.num_generations)]
@@ -106,21 +110,19 @@ def main() -> None:
     batch = trainer.score_trajectories(trajectories, inputs)
     batch.pop("returns", None)  # the critic's loss is not the policy's
     rewards = [t.reward for t in trajectories]
-    import re
-
     named = [(n, p) for n, p in trainer.model.named_parameters()
              if p.requires_grad and not (args.freeze and re.search(args.freeze, n))]
     params, names = [p for _, p in named], [n for n, _ in named]
     saved = [p.detach().clone() for p in params]
 
-    def gradient(advantages) -> list:
+    def gradient(advantages, scored=batch) -> list:
         trainer.model.zero_grad(set_to_none=True)
-        trainer.compute_loss(trainer.model, {**batch, "advantages": advantages}).backward()
+        trainer.compute_loss(trainer.model, {**scored, "advantages": advantages}).backward()
         return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
 
     def after_step(grads, lr, sgd: bool = False) -> tuple[float, float, float]:
         """Adam's first update (``lr * sign(g)``), or with ``sgd`` a plain gradient step of L2 length ``lr``."""
-        norm = math.sqrt(sum(g.norm().item() ** 2 for g in grads)) or 1.0
+        norm = _norm(grads) or 1.0
         with torch.no_grad():
             for p, s, g in zip(params, saved, grads):
                 p.copy_(s - (lr * g / norm if sgd else lr * torch.sign(g)))
@@ -142,8 +144,7 @@ def main() -> None:
     for label, adv in (("positive advantages only", advantages.clamp(min=0)),
                        ("negative advantages only", advantages.clamp(max=0))):
         grads = gradient(adv)
-        norm = math.sqrt(sum(g.norm().item() ** 2 for g in grads))
-        rows_out.append((f"{label} (gradient norm {norm:.3f}): Adam, lr 1e-3", after_step(grads, 1e-3)))
+        rows_out.append((f"{label} (gradient norm {_norm(grads):.3f}): Adam, lr 1e-3", after_step(grads, 1e-3)))
         subsets[label] = grads
     subsets["all advantages"] = full
     # control: the imitation direction (the oracle episodes of the 43 train instances, every action token +1)
@@ -152,10 +153,7 @@ def main() -> None:
     imitation = trainer.score_trajectories(train_oracle, [{"prompt": "s", "task": t.task_id, "seed": t.seed}
                                                           for t in train_oracle])
     imitation.pop("returns", None)
-    trainer.model.zero_grad(set_to_none=True)
-    trainer.compute_loss(trainer.model, {**imitation, "advantages": imitation["tool_mask"].float()}).backward()
-    subsets["control: imitating the train oracle"] = [
-        p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+    subsets["control: imitating the train oracle"] = gradient(imitation["tool_mask"].float(), imitation)
     for label, grads in subsets.items():
         for length in SGD_LENGTHS:
             rows_out.append((f"{label}: gradient step of length {length:g}", after_step(grads, length, sgd=True)))

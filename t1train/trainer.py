@@ -228,13 +228,14 @@ class T1Trainer(GRPOTrainer):
         from trl.trainer.utils import use_adapter
 
         if self.ref_model is not None:
+            model, context = self.ref_model, contextlib.nullcontext()
+        else:  # PEFT: the policy with the adapter TRL keeps as "ref", or with no adapter
+            peft_model = self.accelerator.unwrap_model(self.model)
+            model = self.model
+            context = use_adapter(peft_model, adapter_name="ref" if "ref" in peft_model.peft_config else None)
+        with context:
             logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.ref_model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size)
-            return logps
-        model = self.accelerator.unwrap_model(self.model)  # PEFT: the adapter TRL keeps as "ref", or no adapter
-        with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
-            logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size)
+                model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size)
         return logps
 
     # ------------------------------------------------------------------------------------------ engine

@@ -122,14 +122,32 @@ def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm
     assert all(torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
 
 
-def _action_logps(trainer, batch) -> torch.Tensor:
-    """Per-episode sum of the policy's log-probs of its sampled action tokens."""
+def _token_logps(trainer, batch) -> torch.Tensor:
+    """The policy's log-prob of every completion token of the batch."""
     input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     with torch.no_grad():
         logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask,
                                                                   batch["completion_ids"].shape[1])
-    return (logps * batch["tool_mask"]).sum(dim=1)
+    return logps
+
+
+def _action_logps(trainer, batch) -> torch.Tensor:
+    """Per-episode sum of the policy's log-probs of its sampled action tokens."""
+    return (_token_logps(trainer, batch) * batch["tool_mask"]).sum(dim=1)
+
+
+def _passing_and_failing_batch(trainer, scripted_env):
+    """Groups of num_generations=2, each a passing and a failing oracle episode (seeds 0, 1, 0, 1), scored."""
+    tokenizer = trainer.tokenizer
+    seeds = [0, 1, 0, 1]
+    scripts = {"Task scripted (seed 0)": SCRIPT, "Task scripted (seed 1)": oracle_turns("ls")}
+    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, lambda t: scripted_env(t),
+                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
+    trajectories = runner.run([EpisodeSpec("scripted", seed) for seed in seeds])
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
+    batch.pop("returns", None)  # the critic's loss: not the policy's
+    return trajectories, batch
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo", "gspo"])
@@ -140,15 +158,8 @@ def test_the_policy_gradient_follows_the_advantages(tiny, tmp_path, scripted_env
     trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm=algorithm, router_aux_loss_coef=0.0)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # what the training loop sets before each step
-    tokenizer = trainer.tokenizer
-    seeds = [0, 1, 0, 1]  # groups of num_generations=2: (passing, failing) twice
-    scripts = {"Task scripted (seed 0)": SCRIPT, "Task scripted (seed 1)": oracle_turns("ls")}
-    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, lambda t: scripted_env(t),
-                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
-    trajectories = runner.run([EpisodeSpec("scripted", seed) for seed in seeds])
+    trajectories, batch = _passing_and_failing_batch(trainer, scripted_env)
     assert [t.reward for t in trajectories] == [1.0, 0.0, 1.0, 0.0]
-    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
-    batch.pop("returns", None)  # the critic's loss: not the policy's
 
     def gradients(inputs):
         trainer.model.zero_grad(set_to_none=True)
@@ -250,26 +261,9 @@ def test_checkpoint_resume_restores_the_critic(tiny, tmp_path, scripted_env):
     assert len(resumed.critic_warmup_history) == 1  # restored, not re-run
 
 
-def _kl_batch(trainer, scripted_env):
-    tokenizer = trainer.tokenizer
-    seeds = [0, 1, 0, 1]
-    scripts = {"Task scripted (seed 0)": SCRIPT, "Task scripted (seed 1)": oracle_turns("ls")}
-    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, lambda t: scripted_env(t),
-                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
-    trajectories = runner.run([EpisodeSpec("scripted", seed) for seed in seeds])
-    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
-    batch.pop("returns", None)
-    return {**batch, "advantages": torch.zeros_like(batch["advantages"])}  # what moves the policy: the KL alone
-
-
 def _kl(trainer, batch) -> float:
     """The k3 estimate of KL(policy || reference) on the batch's action tokens, as TRL's loss computes it."""
-    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-    attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-    with torch.no_grad():
-        logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask,
-                                                                  batch["completion_ids"].shape[1])
-    delta = batch["ref_per_token_logps"] - logps
+    delta = batch["ref_per_token_logps"] - _token_logps(trainer, batch)
     mask = batch["tool_mask"].bool()
     return (torch.exp(delta) - delta - 1)[mask].mean().item()
 
@@ -296,7 +290,8 @@ def test_kl_to_the_reference_pulls_the_policy_back(tiny, tmp_path, scripted_env,
         reference = dict(trainer.ref_model.named_parameters())
         assert all(torch.equal(reference[n], p) and reference[n] is not p and not reference[n].requires_grad
                    for n, p in trainer.model.named_parameters())
-    batch = _kl_batch(trainer, scripted_env)
+    _, batch = _passing_and_failing_batch(trainer, scripted_env)
+    batch = {**batch, "advantages": torch.zeros_like(batch["advantages"])}  # what moves the policy: the KL alone
     if not lora:  # policy == reference: the same log-probs, no KL, no gradient
         assert _kl(trainer, batch) < 1e-10
         trainer.model.zero_grad(set_to_none=True)
