@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,12 +185,21 @@ def manifest(folder: Path) -> Path:
     return folder / TASK_FILE if (folder / TASK_FILE).is_file() else folder / TB_TASK_FILE
 
 
+# CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state: two threads in
+# ast.parse at once (a thread switch inside it, e.g. a finalizer run by the garbage collector) corrupt
+# it and one of them fails with "SystemError: AST constructor recursion depth mismatch" (CI hit this in
+# the eval harness's trial threads). Parsing is a few milliseconds per file: one at a time.
+_PARSE_LOCK = threading.Lock()
+
+
 def declared_checks(tests_dir: Path) -> list[str]:
     names: list[str] = []
     for f in sorted(tests_dir.rglob("test_*.py")):
         rel = f.relative_to(tests_dir).as_posix()
         try:
-            tree = ast.parse(f.read_bytes(), filename=str(f))
+            source = f.read_bytes()
+            with _PARSE_LOCK:
+                tree = ast.parse(source, filename=str(f))
         except SyntaxError as e:
             raise TaskError(f"{f}: line {e.lineno}: syntax error in test file: {e.msg}") from None
         except (MemoryError, RecursionError):  # the parser's own stack: e.g. 3,000 nested unary minuses

@@ -83,3 +83,34 @@ def test_tests_without_test_functions(make_task):
 def test_class_based_and_parametrized_checks_are_declared(make_task):
     d = make_task(tests={"test_c.py": "class TestThing:\n    def test_a(self):\n        pass\n\ndef helper():\n    pass\n"})
     assert load_task(d).declared_checks() == ["test_c.py::TestThing::test_a"]
+
+
+def test_declared_checks_parse_one_file_at_a_time_across_threads(make_task, monkeypatch):
+    """CPython 3.11's AST constructor keeps its recursion depth interpreter-wide: two threads inside
+    ast.parse at once fail with SystemError (CI, eval trial threads). Trial threads must take turns."""
+    import ast
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    task = load_task(make_task())
+    inside, most = [0], [0]
+    count_lock = threading.Lock()
+    real_parse = ast.parse
+
+    def slow_parse(*args, **kwargs):
+        with count_lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)  # a thread switch inside the parse, as a finalizer run by the GC makes one
+        try:
+            return real_parse(*args, **kwargs)
+        finally:
+            with count_lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: task.declared_checks(), range(16)))
+    assert all(r == results[0] for r in results) and len(results[0]) == 3
+    assert most[0] == 1
