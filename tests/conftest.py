@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -50,6 +51,12 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_bwrap: uses the local bubblewrap sandbox")
+    # The console scripts under test (t1env, t1train, transformers) are the ones installed next to this
+    # interpreter, as in an activated virtualenv: `make test` runs .venv/bin/python without activating it,
+    # and a PATH without .venv/bin made the entry-point test fail and the `transformers serve` tests skip.
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
 def _sandbox_children() -> int:
