@@ -3,12 +3,13 @@
 A full run of the recipe takes 15 minutes; whether a learning rate, an advantage estimator or a loss breaks the
 policy shows in its first update. This script takes the SFT warm-start of ``bench/learning_curve.py`` (seed 0 by
 default), plays one generation batch of the config's size (16 episodes: 4 train instances, picked as the critic
-warm-start picks them, 4 episodes each; real sandboxes), scores it (critic warm-start off: the advantages of PPO with a fresh critic, or GRPO's), takes the
-policy gradient, and then applies Adam's first update, ``lr * sign(gradient)`` (what bias-corrected Adam does on
-its first step, whatever the gradient's size), for several learning rates and for the positive and negative
-advantages alone. After each update it scores the **oracle episodes of the 11 held-out instances**: the
-probability that the policy samples exactly the oracle's actions (the product over action tokens; the SFT policy
-resolves held-out instances mostly by sampling that path), and the probability of the first turn's opening.
+warm-start picks them, 4 episodes each; real sandboxes), scores it (critic warm-start off: the advantages of PPO
+with a fresh critic, or GRPO's), takes the policy gradient, and then applies Adam's first update,
+``lr * sign(gradient)`` (what bias-corrected Adam does on its first step, whatever the gradient's size), for
+several learning rates and for the positive and negative advantages alone. After each update it scores the
+**oracle episodes of the 11 held-out instances**: the probability that the policy samples exactly the oracle's
+actions (the product over action tokens; the SFT policy resolves held-out instances mostly by sampling that path),
+and the probability of the first turn's opening.
 
 Usage::
 
