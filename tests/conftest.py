@@ -54,9 +54,9 @@ def pytest_configure(config):
     # The console scripts under test (t1env, t1train, transformers) are the ones installed next to this
     # interpreter, as in an activated virtualenv: `make test` runs .venv/bin/python without activating it,
     # and a PATH without .venv/bin made the entry-point test fail and the `transformers serve` tests skip.
-    bindir = os.path.dirname(sys.executable)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    bindir, path = os.path.dirname(sys.executable), os.environ.get("PATH", "")
+    if bindir not in path.split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + path
 
 
 def _sandbox_children() -> int:
