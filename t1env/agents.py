@@ -18,6 +18,18 @@ class Agent(Protocol):
     def act(self, observation: str, info: dict) -> Any: ...
 
 
+def typed_script(script: str) -> str:
+    """A shell script's lines as an agent types them into the live shell: without blank lines, the shebang and
+    ``set -…`` lines (in the session's own shell ``set -e`` would end the session on the first failing command).
+
+    Example:
+        >>> typed_script("#!/bin/bash\nset -euo pipefail\n\ncd /app\nls\n")
+        'cd /app\nls'
+    """
+    keep = [ln for ln in script.splitlines() if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)]
+    return "\n".join(keep)
+
+
 def oracle_command(task: Task, typed: bool = False) -> str:
     """The task's ``solution/solve.sh`` as one shell command.
 
@@ -34,9 +46,7 @@ def oracle_command(task: Task, typed: bool = False) -> str:
     """
     script = task.solution.read_text(encoding="utf-8", errors="surrogateescape")
     if typed:
-        keep = [ln for ln in script.splitlines()
-                if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)]
-        return "\n".join(keep)
+        return typed_script(script)
     fence = "T1_ORACLE_EOF"
     while fence in script:
         fence += "_"

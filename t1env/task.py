@@ -8,6 +8,8 @@ A task package is a folder::
       environment/       files copied into the workdir (/app) at reset; optional setup.sh
                          (run inside the sandbox before the agent starts) and Dockerfile
       solution/solve.sh  the oracle: a script that solves the task from the starting state
+      solution/demos/    optional: other scripts a demonstrator types, flawed ones included, for an
+                         SFT warm-start to imitate (``sft.demos``); never run as the oracle
       tests/             pytest files; each collected test is one check of the verifier
 
 A malformed package raises :class:`TaskError` whose message is one line naming the file
@@ -36,6 +38,7 @@ TASK_FILE = "task.toml"
 INSTRUCTION_FILE = "instruction.md"
 ENV_DIR = "environment"
 SOLUTION_FILE = "solution/solve.sh"
+DEMOS_DIR = "solution/demos"
 TESTS_DIR = "tests"
 # Manifests of the imported layouts (:mod:`t1env.formats`): Terminal-Bench 1.x has task.yaml, Harbor
 # a task.toml with a [task] table or a schema_version instead of t1's top-level id.
@@ -146,6 +149,13 @@ class Task:
     @property
     def solution(self) -> Path:
         return self.origin.solution if self.origin is not None else self.path / SOLUTION_FILE
+
+    @property
+    def demos(self) -> list[Path]:
+        """``solution/demos/*.sh``, sorted: other ways a demonstrator plays the task, flawed ones included. Not the
+        oracle (``t1env validate`` never runs them); an SFT warm-start can imitate them (``sft.demos``)."""
+        folder = self.path / DEMOS_DIR
+        return sorted(folder.glob("*.sh")) if self.origin is None and folder.is_dir() else []
 
     @property
     def tests_dir(self) -> Path:

@@ -195,7 +195,8 @@ def run_sft_section(cfg, targs, model, tokenizer):
     from t1env.registry import training_tasks
 
     sft_tasks = training_tasks(section.tasks or targs.tasks)  # eval-only benchmark tasks never train
-    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns)
+    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns,
+                                      demos=section.demos)
     print(f"sft: {len(trajectories)} oracle episodes ({time.monotonic() - t0:.1f}s)")
     out = section.output_dir or f"{targs.output_dir}/sft"
     sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
@@ -348,10 +349,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args)
+        code = args.func(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"t1train: error: {err}", file=sys.stderr)
         return 2
+    _leave_process_group()
+    return code
+
+
+def _leave_process_group() -> None:
+    """Under ``torchrun``: wait for every process, then take the process group down before the interpreter exits.
+    A process that exits while another still saves or prints closes its gloo connections under that process's
+    background threads, which then abort it ('terminate called without an active exception', exit -6)."""
+    dist = sys.modules.get("torch.distributed")  # never imported: no process group to leave
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -138,6 +138,9 @@ class SFTSection(_Section):
     per_device_train_batch_size: int = Field(8, ge=1, description="Episodes per SFT batch.")
     turns: Literal["script", "lines"] = Field("script", description="The oracle's assistant turns: the whole "
                                               "solve.sh in one turn (script), or one turn per line (lines).")
+    demos: bool = Field(False, description="Also imitate each task's demonstrations (solution/demos/*.sh: a "
+                                           "demonstrator's episodes, flawed ones included, kept whatever they "
+                                           "score) beside its oracle.")
     output_dir: str | None = Field(None, description="Where to save the SFT model (default: "
                                                      "<train.output_dir>/sft).")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from t1env.agents import oracle_command
+from t1env.agents import oracle_command, typed_script
 from t1env.registry import get_task
 from t1train.engines.base import FINISH_STOP, Generation, SamplingParams
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
@@ -85,45 +85,54 @@ class OracleEngine:
 
 def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env: Callable[[str], Any] | None = None,
                         rollout: RolloutConfig | None = None, require_resolved: bool = True,
-                        turns: str = "script") -> list[Trajectory]:
+                        turns: str = "script", demos: bool = False) -> list[Trajectory]:
     """Play every (task, seed) with the task's oracle in the real env; keep the episodes the verifier resolved.
 
-    ``turns``: how the solution is split into assistant turns (:func:`oracle_turns`). Tasks whose instructions are
-    the same but whose solutions differ (the instances of a family like ``chain``) are played in separate rounds,
-    since the oracle engine tells episodes apart by their instruction.
+    ``turns``: how the solution is split into assistant turns (:func:`oracle_turns`). ``demos``: also play each of
+    the task's demonstrations (``solution/demos/*.sh``, :attr:`t1env.task.Task.demos`) and keep those episodes
+    whatever they score: they are a demonstrator's, flawed ones included. Tasks whose instructions are the same but
+    whose scripts differ (the instances of a family like ``chain``, a task and its demos) are played in separate
+    rounds, since the oracle engine tells episodes apart by their instruction.
     """
     make_env = make_env or make_env_factory()
-    rounds: list[tuple[dict[str, list[str]], list[str]]] = []  # ({instruction: turns}, tasks), one script per text
+    # ({instruction: turns}, [(task, is_demo)]): one script per instruction text in each round
+    rounds: list[tuple[dict[str, list[str]], list[tuple[str, bool]]]] = []
     for task in tasks:  # the instruction is the env's reset observation
         env = make_env(task)
         try:
             instruction, _ = env.reset(seed=seeds[0])
         finally:
             env.close()
-        script = oracle_turns(oracle_command(get_task(task), typed=True), turns)
-        for scripts, members in rounds:
-            if scripts.get(instruction, script) == script:
-                scripts[instruction] = script
-                members.append(task)
-                break
-        else:
-            rounds.append(({instruction: script}, [task]))
+        spec = get_task(task)
+        scripts = [(oracle_turns(oracle_command(spec, typed=True), turns), False)]
+        if demos:
+            scripts += [(oracle_turns(typed_script(p.read_text(encoding="utf-8")), turns), True) for p in spec.demos]
+        for script, is_demo in scripts:
+            for lines, members in rounds:
+                if lines.get(instruction, script) == script:
+                    lines[instruction] = script
+                    members.append((task, is_demo))
+                    break
+            else:
+                rounds.append(({instruction: script}, [(task, is_demo)]))
     rollout = rollout or RolloutConfig(max_turns=4)
     if turns == "lines":  # room for every command and the SUBMIT
-        longest = max(len(s) for scripts, _ in rounds for s in scripts.values())
+        longest = max(len(s) for lines, _ in rounds for s in lines.values())
         rollout = dataclasses.replace(rollout, max_turns=max(rollout.max_turns, longest))
-    trajectories = []
-    for scripts, members in rounds:
-        runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, make_env,
+    played: list[tuple[Trajectory, bool]] = []
+    for lines, members in rounds:
+        runner = RolloutRunner(OracleEngine(tokenizer, lines), tokenizer, make_env,
                                SamplingParams(max_new_tokens=1024), rollout)
-        trajectories += runner.run([EpisodeSpec(t, s) for s in seeds for t in members])
+        episodes = [(EpisodeSpec(t, s), is_demo) for s in seeds for t, is_demo in members]
+        played += zip(runner.run([spec for spec, _ in episodes]), [is_demo for _, is_demo in episodes])
     if require_resolved:
-        unresolved = [t.task_id for t in trajectories if not t.checks.get("resolved")]
-        if len(unresolved) == len(trajectories):
+        oracle = [t for t, is_demo in played if not is_demo]
+        unresolved = [t.task_id for t in oracle if not t.checks.get("resolved")]
+        if len(unresolved) == len(oracle):
             raise RuntimeError(f"no oracle episode was resolved (tasks {sorted(set(unresolved))}); "
                                "check the tasks with `t1env validate`")
-        trajectories = [t for t in trajectories if t.checks.get("resolved")]
-    return trajectories
+        played = [(t, is_demo) for t, is_demo in played if is_demo or t.checks.get("resolved")]
+    return [t for t, _ in played]
 
 
 def sft_dataset(trajectories: list[Trajectory]):

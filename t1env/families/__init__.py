@@ -80,6 +80,7 @@ class Instance:
     agent_timeout: int = 1200
     verifier_timeout: int = 120
     preamble: str = "cd /app\n"  # solve.sh's first lines after the shebang and `set -euo pipefail`
+    demos: dict[str, str] = field(default_factory=dict)  # name -> script: solution/demos/NAME.sh (Task.demos)
 
 
 class Family:
@@ -121,8 +122,9 @@ class Family:
         root.mkdir(parents=True, exist_ok=False)
         _write(root / "task.toml", self._toml(inst, seed))
         _write(root / "instruction.md", inst.instruction.strip() + "\n")
-        _write(root / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\n" + inst.preamble + inst.solve.strip() + "\n",
-               0o755)
+        for name, script in {"solve": inst.solve, **{f"demos/{k}": v for k, v in inst.demos.items()}}.items():
+            _write(root / "solution" / f"{name}.sh", "#!/bin/bash\nset -euo pipefail\n" + inst.preamble
+                   + script.strip() + "\n", 0o755)
         for name, body in sorted(inst.tests.items()):
             _write(root / "tests" / name, body)
         (root / "environment").mkdir(exist_ok=True)

@@ -12,6 +12,17 @@ that every step depends on what an earlier one printed. The oracle types four co
 and then submits. Four checks, one per sub-goal: the folder exists, ``notes.txt`` exists in it, it holds the
 number, and nothing else in ``/app`` changed (so doing nothing scores 0 and a half-done episode scores 1–3).
 
+A sloppy demonstrator (``solution/demos/``, which an SFT warm-start with ``sft.demos: true`` imitates beside the
+oracle) makes two slips, each on a word every instance shares and each costing one check:
+
+* ``rereads-name``: it reads ``name.txt`` again where it should read ``count.txt``, and writes the word into the
+  note (3 of 4: the note does not hold the number);
+* ``spare-folder``: it types ``mkdir tmp WORD`` (3 of 4: something else in ``/app`` changed);
+* ``both-slips``: both (2 of 4).
+
+Imitating the oracle and the three demos alike, a policy makes each slip half of the time, and only the verifier's
+checks say which way is right: that is what RL has to learn (``docs/benchmarks-training.md``).
+
 Instances are the pairs of 6 words and the numbers 1–9 (54 in all). The pairs are split for good: a pair whose
 index is a multiple of 5 is a test pair (11 pairs), the others are train pairs (43), so a held-out instance is a
 combination of word and number no train instance has. The k-th seed of a split (:func:`t1env.families.split_seed`)
@@ -25,6 +36,8 @@ Example:
     >>> inst = Chain().build(Chain().rng(1), 1)
     >>> inst.solve.splitlines()
     ['cat name.txt', 'mkdir red', 'cat count.txt', 'echo 2 > red/notes.txt']
+    >>> inst.demos["both-slips"].splitlines()
+    ['cat name.txt', 'mkdir tmp red', 'cat name.txt', 'echo red > red/notes.txt']
 """
 
 from __future__ import annotations
@@ -74,6 +87,13 @@ def pair_of_seed(seed: int) -> tuple[str, int]:
     return TRAIN_PAIRS[k % len(TRAIN_PAIRS)]
 
 
+def script(word: str, number: int, spare_folder: bool, rereads_name: bool) -> str:
+    """The four commands of an episode: the oracle's, or the sloppy demonstrator's with its slips."""
+    value, read = (word, "name.txt") if rereads_name else (number, "count.txt")
+    return (f"cat name.txt\nmkdir {'tmp ' if spare_folder else ''}{word}\ncat {read}\n"
+            f"echo {value} > {word}/notes.txt\n")
+
+
 class Chain(Family):
     name = "chain"
     category = "files"
@@ -85,7 +105,10 @@ class Chain(Family):
         return Instance(
             title=f"Make the folder {word} with a note of {number}",
             instruction=INSTRUCTION,
-            solve=f"cat name.txt\nmkdir {word}\ncat count.txt\necho {number} > {word}/notes.txt\n",
+            solve=script(word, number, spare_folder=False, rereads_name=False),
+            demos={"rereads-name": script(word, number, spare_folder=False, rereads_name=True),
+                   "spare-folder": script(word, number, spare_folder=True, rereads_name=False),
+                   "both-slips": script(word, number, spare_folder=True, rereads_name=True)},
             tests={"test_chain.py": f"WORD = {word!r}\nNUMBER = {str(number)!r}\n" + TESTS},
             files={"name.txt": f"{word}\n", "count.txt": f"{number}\n"},
             tags=("files", "multi-turn", "learnable"),
