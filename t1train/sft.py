@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from t1env.agents import oracle_command, typed_script
 from t1env.registry import get_task
-from t1train.engines.base import FINISH_STOP, Generation, SamplingParams
+from t1train.engines.base import FINISH_STOP, Generation, SamplingParams, episode_seed
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.trajectory import Trajectory
 
@@ -46,36 +46,42 @@ def oracle_turns(command: str, turns: str = "script") -> list[str]:
 class OracleEngine:
     """An Engine that replays scripted assistant turns as token ids (log-prob 0: a point mass).
 
-    Which script a prompt gets is decided by the instruction text in the first prompt; the turn index is the
-    number of assistant turns already in the prompt.
-
-    Args:
-        tokenizer: the policy's tokenizer (the ids must be the ones the policy would sample).
-        scripts: ``{instruction text: [turn text, ...]}``.
+    ``scripts`` says which turns a prompt gets: ``{instruction text: [turn text, ...]}`` picks the script whose
+    instruction is in the prompt; ``[[turn text, ...], ...]`` gives one script per episode, in the order the episodes
+    are given to the ``RolloutRunner``, which must sample with ``SamplingParams(seed=sampling_seed)``: the per-episode
+    seed it passes (:func:`t1train.engines.base.episode_seed`) says which episode and turn a prompt is, so episodes
+    that share an instruction (the instances of ``chain``, a task's demos) can play different scripts in one batch.
+    With an instruction key, the turn index is the number of assistant turns already in the prompt.
     """
 
     max_concurrency = 1
 
-    def __init__(self, tokenizer, scripts: dict[str, list[str]]):
+    def __init__(self, tokenizer, scripts: dict[str, list[str]] | list[list[str]], sampling_seed: int = 0):
         self.tokenizer = tokenizer
         self.scripts = scripts
+        self.by_seed = None if isinstance(scripts, dict) else {
+            episode_seed(sampling_seed, episode, turn): text
+            for episode, turns in enumerate(scripts) for turn, text in enumerate(turns)}
         self.stop_id = tokenizer.eos_token_id
         self.weight_version = "oracle"
 
-    def _script(self, text: str) -> list[str]:
+    def _turn(self, prompt: list[int], seed: int | None) -> str:
+        if self.by_seed is not None:
+            if seed not in self.by_seed:
+                raise KeyError("no episode script has this sampling seed; run the episodes in the order of the "
+                               "scripts with SamplingParams(seed=sampling_seed)")
+            return self.by_seed[seed]
+        text = self.tokenizer.decode(prompt)
         for instruction, turns in self.scripts.items():
             if instruction.strip() in text:
-                return turns
+                return turns[min(text.count("<|im_start|>assistant") - 1, len(turns) - 1)]
         raise KeyError("no oracle script matches this prompt; pass the env's reset observation as the key")
 
     def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
                  routed_experts_start: list[int] | None = None, seeds: list[int] | None = None) -> list[Generation]:
         out = []
-        for prompt in prompts:
-            text = self.tokenizer.decode(prompt)
-            turns = self._script(text)
-            index = min(text.count("<|im_start|>assistant") - 1, len(turns) - 1)
-            ids = self.tokenizer(turns[index], add_special_tokens=False)["input_ids"] + [self.stop_id]
+        for prompt, seed in zip(prompts, seeds or [None] * len(prompts)):
+            ids = self.tokenizer(self._turn(prompt, seed), add_special_tokens=False)["input_ids"] + [self.stop_id]
             out.append(Generation(ids, [0.0] * len(ids), FINISH_STOP, self.stop_id, None, self.weight_version))
         return out
 
@@ -90,41 +96,22 @@ def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env:
 
     ``turns``: how the solution is split into assistant turns (:func:`oracle_turns`). ``demos``: also play each of
     the task's demonstrations (``solution/demos/*.sh``, :attr:`t1env.task.Task.demos`) and keep those episodes
-    whatever they score: they are a demonstrator's, flawed ones included. Tasks whose instructions are the same but
-    whose scripts differ (the instances of a family like ``chain``, a task and its demos) are played in separate
-    rounds, since the oracle engine tells episodes apart by their instruction.
+    whatever they score: they are a demonstrator's, flawed ones included.
     """
     make_env = make_env or make_env_factory()
-    # ({instruction: turns}, [(task, is_demo)]): one script per instruction text in each round
-    rounds: list[tuple[dict[str, list[str]], list[tuple[str, bool]]]] = []
-    for task in tasks:  # the instruction is the env's reset observation
-        env = make_env(task)
-        try:
-            instruction, _ = env.reset(seed=seeds[0])
-        finally:
-            env.close()
+    plays: list[tuple[EpisodeSpec, list[str], bool]] = []  # (episode, its script's turns, is a demo)
+    for task in tasks:
         spec = get_task(task)
         scripts = [(oracle_turns(oracle_command(spec, typed=True), turns), False)]
         if demos:
             scripts += [(oracle_turns(typed_script(p.read_text(encoding="utf-8")), turns), True) for p in spec.demos]
-        for script, is_demo in scripts:
-            for lines, members in rounds:
-                if lines.get(instruction, script) == script:
-                    lines[instruction] = script
-                    members.append((task, is_demo))
-                    break
-            else:
-                rounds.append(({instruction: script}, [(task, is_demo)]))
+        plays += [(EpisodeSpec(task, seed), script, is_demo) for seed in seeds for script, is_demo in scripts]
     rollout = rollout or RolloutConfig(max_turns=4)
     if turns == "lines":  # room for every command and the SUBMIT
-        longest = max(len(s) for lines, _ in rounds for s in lines.values())
-        rollout = dataclasses.replace(rollout, max_turns=max(rollout.max_turns, longest))
-    played: list[tuple[Trajectory, bool]] = []
-    for lines, members in rounds:
-        runner = RolloutRunner(OracleEngine(tokenizer, lines), tokenizer, make_env,
-                               SamplingParams(max_new_tokens=1024), rollout)
-        episodes = [(EpisodeSpec(t, s), is_demo) for s in seeds for t, is_demo in members]
-        played += zip(runner.run([spec for spec, _ in episodes]), [is_demo for _, is_demo in episodes])
+        rollout = dataclasses.replace(rollout, max_turns=max(rollout.max_turns, *(len(s) for _, s, _ in plays)))
+    runner = RolloutRunner(OracleEngine(tokenizer, [script for _, script, _ in plays]), tokenizer, make_env,
+                           SamplingParams(max_new_tokens=1024, seed=0), rollout)
+    played = list(zip(runner.run([episode for episode, _, _ in plays]), [is_demo for _, _, is_demo in plays]))
     if require_resolved:
         oracle = [t for t, is_demo in played if not is_demo]
         unresolved = [t.task_id for t in oracle if not t.checks.get("resolved")]

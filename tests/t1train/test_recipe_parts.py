@@ -37,6 +37,49 @@ def test_oracle_episodes_of_instances_with_one_instruction_get_their_own_solutio
     assert by_task["chain-2"][3] == "```bash\necho 3 > red/notes.txt\n```"
 
 
+def test_sft_demos_play_each_flawed_demonstration_beside_the_oracle_and_keep_its_score(tiny):
+    """``demos=True``: every task's solution/demos/*.sh is played too, in the same batch as the oracle, and kept
+    whatever the verifier gives it (chain's sloppy demonstrator: 3, 3 and 2 of 4 checks); without it, only the
+    oracle's resolved episodes."""
+    from t1train.rollout import RolloutConfig as RC
+    from t1train.sft import oracle_trajectories
+
+    _, tok = tiny
+    trajs = oracle_trajectories(tok, ["chain@1", "chain@2"], [0], rollout=RC(max_turns=2), turns="lines", demos=True)
+    def acts(t):
+        return [m["content"].removeprefix("```bash\n").removesuffix("\n```") for m in t.messages
+                if m["role"] == "assistant"]
+
+    played = sorted((t.task_id, t.checks["passed"], *acts(t)[1:4]) for t in trajs)
+    assert played == [
+        ("chain-1", 2, "mkdir tmp red", "cat name.txt", "echo red > red/notes.txt"),
+        ("chain-1", 3, "mkdir red", "cat name.txt", "echo red > red/notes.txt"),
+        ("chain-1", 3, "mkdir tmp red", "cat count.txt", "echo 2 > red/notes.txt"),
+        ("chain-1", 4, "mkdir red", "cat count.txt", "echo 2 > red/notes.txt"),
+        ("chain-2", 2, "mkdir tmp red", "cat name.txt", "echo red > red/notes.txt"),
+        ("chain-2", 3, "mkdir red", "cat name.txt", "echo red > red/notes.txt"),
+        ("chain-2", 3, "mkdir tmp red", "cat count.txt", "echo 3 > red/notes.txt"),
+        ("chain-2", 4, "mkdir red", "cat count.txt", "echo 3 > red/notes.txt")]
+    assert len(oracle_trajectories(tok, ["chain@1", "chain@2"], [0], rollout=RC(max_turns=2), turns="lines")) == 2
+
+
+def test_oracle_engine_keyed_by_episode_needs_the_runs_sampling_seed(tiny):
+    """Scripts given per episode are told apart by the per-episode sampling seed; a runner that samples without
+    that seed gets an error that says what to do, not another episode's script."""
+    from t1train.sft import OracleEngine
+
+    _, tok = tiny
+    engine = OracleEngine(tok, [["```bash\nls\n```", "SUBMIT"], ["```bash\npwd\n```", "SUBMIT"]])
+    from t1train.engines.base import episode_seed
+
+    first, second = engine.generate([[1], [1]], SamplingParams(seed=0), seeds=[episode_seed(0, 1, 0),
+                                                                               episode_seed(0, 0, 1)])
+    assert tok.decode(first.token_ids, skip_special_tokens=True) == "```bash\npwd\n```"
+    assert tok.decode(second.token_ids, skip_special_tokens=True) == "SUBMIT"
+    with pytest.raises(KeyError, match="SamplingParams"):
+        engine.generate([[1]], SamplingParams())
+
+
 class _CutEngine:
     """Returns one scripted turn per call: the text's ids, finished by ``finish`` (no real sampling)."""
 

@@ -148,3 +148,18 @@ def test_chain_test_instances_are_pairs_no_train_instance_has():
     assert train == set(TRAIN_PAIRS) and test == set(TEST_PAIRS) and not train & test
     assert sorted(train | test) == sorted(PAIRS) and len(PAIRS) == 54
     assert {w for w, _ in test} <= {w for w, _ in train} and {n for _, n in test} <= {n for _, n in train}
+
+
+def test_family_demos_are_written_as_solution_demos_and_listed_by_the_task():
+    """An instance's demos land in solution/demos/NAME.sh, executable, with solve.sh's header and preamble;
+    Task.demos lists them sorted, and a task without demos has none (the oracle stays solve.sh)."""
+    import os
+
+    from t1env.registry import get_task
+
+    task = get_task("chain@1")
+    assert [p.name for p in task.demos] == ["both-slips.sh", "rereads-name.sh", "spare-folder.sh"]
+    assert task.demos[0].read_text() == ("#!/bin/bash\nset -euo pipefail\ncat name.txt\nmkdir tmp red\ncat name.txt\n"
+                                         "echo red > red/notes.txt\n")
+    assert all(os.access(p, os.X_OK) for p in task.demos) and task.solution.name == "solve.sh"
+    assert "mkdir red\n" in task.solution.read_text() and get_task("hello-file").demos == []
