@@ -91,6 +91,22 @@ def sft_once(seed: int, work: Path, noise_seeds: tuple[int, ...] = ()) -> dict:
     return {"seed": seed, "sft_seconds": seconds, "noise": noise}
 
 
+def slip_rates(log: Path) -> dict:
+    """Per phase of a run's episode log (``eval-before``, ``train``, ``eval-after``, ...): the share of episodes that
+    make each of chain's demonstrated slips (``t1env/families/chain.py``): ``spare_folder`` (``mkdir tmp WORD``) and
+    ``rereads_name`` (``cat name.txt`` where ``cat count.txt`` belongs). What RL has to unlearn from the SFT
+    demonstrator, read off the commands the policy ran."""
+    counts: dict[str, list[int]] = {}
+    for line in log.read_text().splitlines():
+        record = json.loads(line)
+        commands = [(t.get("action") or {}).get("command") or "" for t in record["turns"]]
+        c = counts.setdefault(record["metadata"]["phase"], [0, 0, 0])
+        c[0] += 1
+        c[1] += any(cmd.startswith("mkdir tmp") for cmd in commands)
+        c[2] += sum(cmd.strip() == "cat name.txt" for cmd in commands) >= 2
+    return {phase: {"spare_folder": n1 / n, "rereads_name": n2 / n} for phase, (n, n1, n2) in counts.items()}
+
+
 def one_run(seed: int, work: Path, name: str, overrides: dict, steps: int | None) -> dict:
     import torch
 
@@ -108,6 +124,7 @@ def one_run(seed: int, work: Path, name: str, overrides: dict, steps: int | None
     return {"seed": seed, "overrides": overrides, "key": _key(overrides), "steps": targs.max_steps,
             "before": {k: run["before"][k] for k in pick}, "after": {k: run["after"][k] for k in pick},
             "history": history, "warmup": trainer.critic_warmup_history, "rl_seconds": run["rl_seconds"],
+            "slips": slip_rates(Path(targs.output_dir) / "trajectories.jsonl"),
             "seconds": time.monotonic() - t0}
 
 

@@ -201,7 +201,7 @@ def run_sft_section(cfg, targs, model, tokenizer):
     out = section.output_dir or f"{targs.output_dir}/sft"
     sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
                          per_device_train_batch_size=section.per_device_train_batch_size, logging_steps=10,
-                         lr_scheduler_type="constant", save_strategy="no", report_to="none", bf16=False,
+                         lr_scheduler_type=section.lr_scheduler_type, save_strategy="no", report_to="none", bf16=False,
                          seed=targs.seed, activation_checkpointing=True,  # TRL's default, by its current name
                          use_cpu=targs.use_cpu)  # several CPU processes (torchrun): the same process group as RL
     trainer = run_sft(model, tokenizer, sft_dataset(trajectories * section.repeats), sft_args)

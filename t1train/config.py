@@ -135,6 +135,10 @@ class SFTSection(_Section):
     repeats: int = Field(1, ge=1, description="How many times each oracle episode appears in the dataset.")
     max_steps: int = Field(100, ge=1, description="SFT optimizer steps.")
     learning_rate: LearningRate = Field(1e-3, description="SFT learning rate.")
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="SFT learning-rate schedule (transformers' names): linear or cosine decay to 0 "
+                                "ends on an average of the data, not on its last batches (a demonstrator's 50/50 "
+                                "choices stay near 50/50).")
     per_device_train_batch_size: int = Field(8, ge=1, description="Episodes per SFT batch.")
     turns: Literal["script", "lines"] = Field("script", description="The oracle's assistant turns: the whole "
                                               "solve.sh in one turn (script), or one turn per line (lines).")
