@@ -19,7 +19,7 @@ class Agent(Protocol):
 
 
 def typed_script(script: str) -> str:
-    """A shell script's lines as an agent types them into the live shell: without blank lines, the shebang and
+    r"""A shell script's lines as an agent types them into the live shell: without blank lines, the shebang and
     ``set -…`` lines (in the session's own shell ``set -e`` would end the session on the first failing command).
 
     Example:

@@ -812,13 +812,18 @@ HEALTH_FIELDS = (  # (label, logged key, format): one line per logged step, the 
 )
 
 
-def health_line(step: int, logs: dict) -> str | None:
+def health_line(step: int, logs: dict, entropy_start: float | None = None) -> str | None:
     """The health line of one logged training step (None for a log without training metrics), with a warning
-    when the batch gave no learning signal or the policy's entropy has collapsed.
+    when the batch gave no learning signal or the policy's entropy has collapsed: below a fifth of
+    ``entropy_start`` (the run's first logged entropy), or below 0.05 when that is not known. A policy that sharpens
+    its few real choices (chain: mean token entropy 0.08 -> 0.035 over 40 healthy steps) keeps most of its entropy;
+    one that collapses into a fixed string loses nearly all of it.
 
     Example:
         >>> health_line(3, {"t1/resolved_rate": 0.25, "t1/zero_variance_groups": 1.0, "entropy": 0.01})
         'step 3  resolved 0.25  zero-var 1.00  entropy 0.010  [no signal: every group has one reward] [entropy collapsed]'
+        >>> health_line(40, {"t1/resolved_rate": 0.69, "entropy": 0.035}, entropy_start=0.08)
+        'step 40  resolved 0.69  entropy 0.035'
     """
     parts = [f"{label} {fmt.format(logs[key])}" for label, key, fmt in HEALTH_FIELDS
              if isinstance(logs.get(key), (int, float)) and not math.isnan(logs[key])]
@@ -827,16 +832,22 @@ def health_line(step: int, logs: dict) -> str | None:
     line = f"step {step}  " + "  ".join(parts)
     if logs.get("t1/zero_variance_groups", 0) >= 1.0:
         line += "  [no signal: every group has one reward]"
-    if logs.get("entropy", 1.0) < 0.05:
+    if logs.get("entropy", 1.0) < (0.2 * entropy_start if entropy_start else 0.05):
         line += " [entropy collapsed]"
     return line
 
 
 class _HealthLineCallback(TrainerCallback):
-    """Print :func:`health_line` for every logged training step (main process)."""
+    """Print :func:`health_line` for every logged training step (main process), against the first step's entropy."""
+
+    def __init__(self):
+        self.entropy_start = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        line = health_line(state.global_step, logs or {})
+        logs = logs or {}
+        line = health_line(state.global_step, logs, self.entropy_start)
+        if self.entropy_start is None and isinstance(logs.get("entropy"), (int, float)) and logs["entropy"] > 0:
+            self.entropy_start = logs["entropy"]
         if line is not None and state.is_world_process_zero:
             from tqdm.auto import tqdm
 

@@ -1,0 +1,12 @@
+"""The runnable examples in t1env's docstrings stay runnable (the families' build real task packages)."""
+
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["t1env.agents", "t1env.families", "t1env.families.chain"])
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
