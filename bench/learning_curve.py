@@ -1,5 +1,8 @@
 """Learning evidence on CPU: the README's training recipe on the ``chain`` family, ablated over seeds.
 
+The recipe's SFT imitates chain's sloppy demonstrator (the oracle and three flawed demos alike), so RL has two
+slips to unlearn; each run also reports how often held-out episodes make them before and after RL.
+
 Every run is ``t1train --config tiny-cpu`` (``t1train/configs/tiny-cpu.yaml``, run through
 :func:`t1train.cli.train_and_evaluate`, the code path of the CLI) with one change:
 
@@ -212,8 +215,10 @@ def render(state) -> str:
             continue
         lines += [f"## {ablation}", "",
                   ("| variant | seeds | held-out resolved: before → after (per seed) | resolved gain: mean (per seed) | "
-                   "passing fraction: before → after | collapsed | critic EV, steps 1–10 → last 10 | RL s/run |"),
-                  "|---|---|---|---|---|---|---|---|"]
+                   "gain > 3x noise | "
+                   "passing fraction: before → after | slips held out, spare folder / reread: before → after | "
+                   "collapsed | critic EV, steps 1–10 → last 10 | RL s/run |"),
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for name, rs in rows:
             if not rs:
                 continue
@@ -225,11 +230,20 @@ def render(state) -> str:
                    for r in rs]
             ev_cell = (f"{statistics.mean(statistics.mean(e[:10]) for e in evs):.2f} → "
                        f"{statistics.mean(statistics.mean(e[-10:]) for e in evs):.2f}") if all(evs) else "—"
+            slips = [r["slips"] for r in rs if "slips" in r]
+
+            def slip(phase, kind):
+                return statistics.mean(sl[phase][kind] for sl in slips)
+            slip_cell = (f"{slip('eval-before', 'spare_folder'):.2f} / {slip('eval-before', 'rereads_name'):.2f} → "
+                         f"{slip('eval-after', 'spare_folder'):.2f} / {slip('eval-after', 'rereads_name'):.2f}"
+                         ) if len(slips) == len(rs) else "—"
             lines.append(
                 f"| {name} | {len(rs)} | {statistics.mean(r['before']['resolved_rate'] for r in rs):.2f} → "
                 f"{statistics.mean(r['after']['resolved_rate'] for r in rs):.2f} ({per_seed}) | "
                 f"**{statistics.mean(gains):+.2f}** ({', '.join(f'{g:+.2f}' for g in gains)}) | "
-                f"{pf[0]:.2f} → {pf[1]:.2f} | {sum(_collapsed(r, noise) for r in rs)}/{len(rs)} | {ev_cell} | "
+                f"{sum(g > 3 * noise['resolved_rate']['diff_sd'] for g in gains)}/{len(gains)} | "
+                f"{pf[0]:.2f} → {pf[1]:.2f} | {slip_cell} | {sum(_collapsed(r, noise) for r in rs)}/{len(rs)} | "
+                f"{ev_cell} | "
                 f"{statistics.mean(r['rl_seconds'] for r in rs):.0f} |")
         lines.append("")
     r, p = noise["resolved_rate"], noise["passing_fraction"]
