@@ -167,8 +167,11 @@ def main() -> None:
             for name, overrides in ABLATIONS[ablation].items():
                 wanted.setdefault(_key(overrides), (name, overrides))
         done = {(r["key"], r["seed"]) for r in state["runs"]}
+        todo = [(seed, key, name, overrides) for seed in args.seeds for key, (name, overrides) in wanted.items()
+                if (key, seed) not in done]
+        todo.sort(key=lambda t: t[1] != _key({}))  # the recipe's own runs first, on every seed; then the variants
         futures = {pool.submit(one_run, seed, work, name, overrides, args.steps): (name, seed)
-                   for seed in args.seeds for key, (name, overrides) in wanted.items() if (key, seed) not in done}
+                   for seed, _, name, overrides in todo}
         for fut in as_completed(futures):
             run = fut.result()
             state["runs"].append(run)

@@ -7,12 +7,11 @@ evaluation (176 episodes of the 11 test instances), PPO with a warm-started crit
 
 What is asserted, with the numbers behind the margins (docs/benchmarks-training.md, bench/learning_curve.py):
 
-* the random-init model resolves nothing, and SFT lifts the held-out resolved rate by more than ``MARGIN`` (three
-  standard deviations of a difference of two held-out scores of one policy);
-* RL raises the held-out resolved rate by more than ``MARGIN`` too: the demonstrator's slips, which SFT copied about
-  half of the time, are what the verifier's checks teach it to drop;
-* RL does not collapse: the held-out passing fraction after RL is at least its value before minus ``NOISE_3X``
-  (the same, for the passing fraction);
+* the random-init model resolves nothing, and SFT lifts the held-out passing fraction by more than ``PASSING_3X``
+  (three standard deviations of a difference of two held-out scores of one policy) and resolves some episodes;
+* RL raises the held-out resolved rate by more than ``RESOLVED_3X`` (the same, for the resolved rate): the
+  demonstrator's slips, which SFT copied about half of the time, are what the verifier's checks teach it to drop;
+* RL does not collapse: the held-out passing fraction after RL is at least its value before minus ``PASSING_3X``;
 * every optimizer step ran, the critic warm-started, and no step logged a zero-variance batch of nothing but zeros.
 
 One run, seed 0, no second try: a shortfall is a regression to look at. If this test fails, rerun
@@ -26,14 +25,14 @@ import torch
 
 SEED = 0
 # Eval noise, measured (bench/learning_curve.py): the seed-0 SFT policy scored with 4 sampling seeds had resolved
-# rates 0.381, 0.449, 0.466, 0.369 (sd 0.048; a difference of two scores 0.068) and passing fractions 0.548, 0.615,
-# 0.599, 0.537 (sd 0.038; a difference 0.054).
-SFT_MARGIN = 0.20  # 3 x the noise of a difference of two resolved rates; SFT gives about 0.36-0.47 over 0
-NOISE_3X = 0.16  # 3 x the noise of a difference of two passing fractions
+# rates 0.199, 0.284, 0.188, 0.267 (sd 0.048; a difference of two scores 0.068) and passing fractions 0.692, 0.739,
+# 0.689, 0.709 (sd 0.023; a difference 0.032).
+RESOLVED_3X = 0.21  # > 3 x the noise of a difference of two resolved rates (0.205)
+PASSING_3X = 0.10  # > 3 x the noise of a difference of two passing fractions (0.097)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # about 8 minutes on a quiet 2-core machine, 16 under heavy load
+@pytest.mark.timeout(2400)  # about 12 minutes on a quiet 2-core machine
 def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
     from t1train.cli import _eval_specs, train_and_evaluate
     from t1train.config import build_t1_config, load_train_config
@@ -58,13 +57,16 @@ def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
     before, after, trainer = run["before"], run["after"], run["trainer"]
     steps = [h for h in trainer.state.log_history if "t1/resolved_rate" in h]
     print(f"seed {SEED}: held-out resolved random {random_init['resolved_rate']:.3f}, SFT {before['resolved_rate']:.3f},"
-          f" SFT+PPO {after['resolved_rate']:.3f}; passing fraction {before['passing_fraction']:.3f} -> "
-          f"{after['passing_fraction']:.3f}")
+          f" SFT+PPO {after['resolved_rate']:.3f}; passing fraction {random_init['passing_fraction']:.3f} -> "
+          f"{before['passing_fraction']:.3f} -> {after['passing_fraction']:.3f}")
 
     assert random_init["resolved_rate"] == 0.0
-    assert before["resolved_rate"] - random_init["resolved_rate"] > SFT_MARGIN, before
-    assert after["passing_fraction"] >= before["passing_fraction"] - NOISE_3X, (before, after)
-    assert after["resolved_rate"] > 0.0, after
+    # SFT: the demonstrator's commands, copied well enough to pass most checks; half its slips copied too
+    assert before["passing_fraction"] - random_init["passing_fraction"] > PASSING_3X, (random_init, before)
+    assert before["resolved_rate"] > 0.0, before
+    # RL: the verifier's checks teach what the demonstrations could not
+    assert after["resolved_rate"] - before["resolved_rate"] > RESOLVED_3X, (before, after)
+    assert after["passing_fraction"] >= before["passing_fraction"] - PASSING_3X, (before, after)  # no collapse
     assert len(steps) == targs.max_steps and len(trainer.critic_warmup_history) >= 1
     dead = [h for h in steps if h["t1/passing_fraction"] == 0.0 and h["t1/zero_variance_groups"] == 1.0]
     assert not dead, f"steps with every episode at 0 and no signal: {[trainer.state.log_history.index(h) for h in dead]}"
