@@ -88,7 +88,7 @@ def test_parser_has_the_training_commands():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # ~4 min on a quiet 2-core machine: three 64-episode evaluations in the real env
+@pytest.mark.timeout(1200)  # ~7 min on a quiet 2-core machine: the 1200-step SFT (~3) and three evaluations
 def test_tiny_cpu_config_runs_end_to_end(tmp_path, capsys):
     """SFT warm-start, critic warm-start, two PPO steps with checkpoints, a held-out eval before and after."""
     out = tmp_path / "run"
