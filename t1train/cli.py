@@ -197,7 +197,8 @@ def run_sft_section(cfg, targs, model, tokenizer):
     sft_tasks = training_tasks(section.tasks or targs.tasks)  # eval-only benchmark tasks never train
     trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns,
                                       demos=section.demos)
-    print(f"sft: {len(trajectories)} oracle episodes ({time.monotonic() - t0:.1f}s)")
+    print(f"sft: {len(trajectories)} episodes ({'oracle and demos' if section.demos else 'oracle'}, "
+          f"{time.monotonic() - t0:.1f}s)")
     out = section.output_dir or f"{targs.output_dir}/sft"
     sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
                          per_device_train_batch_size=section.per_device_train_batch_size, logging_steps=10,
