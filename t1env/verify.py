@@ -14,7 +14,13 @@ Integrity (the agent is an adversary with root in its sandbox; see ``docs/sandbo
 * the backend runs the verifier out of the agent's reach (:meth:`Sandbox.run_verifier`): in the
   default ``separate`` mode no agent process is alive any more; in ``shared`` mode (``[verifier]
   mode = "shared"`` in task.toml, for checks that talk to a service the agent started) the
-  agent's processes are frozen until the verifier has made itself unreachable.
+  agent's processes are frozen until the verifier has made itself unreachable;
+* the verifier's reporting process never runs test code: it is told the declared checks
+  (``--checks``) and runs each in a process of its own, accepting from it only results for that
+  check (``verifiers/run_checks.py``). A check that loads agent code (an import from ``/app``, a
+  stdlib module shadowed through ``sys.path``) is refused for t1-format tasks (``info["tamper"]``:
+  ``agent_code_in_check``) and allowed but recorded for imported Terminal-Bench / Harbor tasks
+  (``info["checks_trusting_agent_code"]``): either way it can change at most its own result.
 
 Failures of the verifier itself never raise: a timeout or crash fails the checks that had not
 finished, with the reason in :attr:`CheckResult.message` and :attr:`VerifyResult.error`.
@@ -25,6 +31,7 @@ Reward modes (:func:`reward`): ``count`` (number of passing checks, the default)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -38,7 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from t1env.resources import cache_dir, data_dir
-from t1env.sandbox.base import Sandbox, SandboxError
+from t1env.sandbox.base import Sandbox, SandboxError, VerifierOptions
 from t1env.task import Task, TaskError
 
 RewardMode = Literal["count", "fraction", "binary"]
@@ -66,6 +73,8 @@ class VerifyResult:
     tamper: list[dict] = field(default_factory=list)
     isolation: str = "none"
     notes: list[str] = field(default_factory=list)
+    checks_trusting_agent_code: list[str] = field(default_factory=list)
+    """Checks (of an imported task) whose process ran agent code: their results are only as good as that code."""
 
     @property
     def passed(self) -> int:
@@ -93,6 +102,7 @@ class VerifyResult:
             "tamper": list(self.tamper),
             "verifier_isolation": self.isolation,
             "verifier_notes": list(self.notes),
+            "checks_trusting_agent_code": list(self.checks_trusting_agent_code),
         }
 
 
@@ -186,15 +196,16 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
         return VerifyResult([], time.monotonic() - t0, f"verifier could not run: {e}")
     mode = task.spec.verifier.mode
     # An imported task (t1env.formats) runs with its tests also at /tests; a Harbor test.sh in script mode.
-    kw = {}
+    options = VerifierOptions()
     keys_from_run = False
     if task.origin is not None:
         from t1env.formats import verifier_options
 
-        kw["options"] = verifier_options(task.origin)
+        options = verifier_options(task.origin)
         keys_from_run = task.origin.verifier == "script" and not declared
+    options = dataclasses.replace(options, args=(*options.args, *checks_args(task, declared, options)))
     try:
-        run = sandbox.run_verifier(runtime_bundle(), task.tests_dir, timeout, mode, **kw)
+        run = sandbox.run_verifier(runtime_bundle(), task.tests_dir, timeout, mode, options=options)
     except (SandboxError, OSError) as e:
         reason = f"verifier could not run: {_one_line(e)}"
         return not_run(declared or ["reward"], reason, reason, time.monotonic() - t0)
@@ -222,6 +233,18 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
     res = _assemble(events, declared, error, log, t0, tamper)
     res.isolation, res.notes = run.isolation, notes
     return res
+
+
+def agent_code_policy(task: Task) -> str:
+    """What a check process does with agent code: ``refuse`` (t1 format) or ``record`` (imported tasks)."""
+    return "refuse" if task.origin is None else "record"
+
+
+def checks_args(task: Task, declared: list[str], options: VerifierOptions) -> tuple[str, ...]:
+    """run_checks.py's arguments that say what to run: the declared checks, the agent-code policy, and
+    the tests' other mount (trusted test code like the tests' own folder)."""
+    args = ("--checks", json.dumps(declared), "--policy", agent_code_policy(task))
+    return args + (("--trust", options.tests_alias) if options.tests_alias else ())
 
 
 _LOG_KEEP = 64 * 1024
@@ -262,6 +285,10 @@ def _well_formed(e) -> bool:
         return isinstance(e.get("nodeids"), list) and all(isinstance(n, str) for n in e["nodeids"])
     if kind == "collect_error":
         return isinstance(e.get("nodeid"), str) and isinstance(e.get("message"), str)
+    if kind == "agent_code":
+        return all(isinstance(e.get(k), str) for k in ("check", "path", "how")) and isinstance(e.get("refused"), bool)
+    if kind == "tamper":
+        return all(isinstance(e.get(k), str) for k in ("kind", "check", "detail"))
     return kind in ("ready", "finished")
 
 
@@ -275,6 +302,7 @@ def _assemble(events: list[dict], declared: list[str], error: str | None, log: s
     cases: dict[str, list[str]] = {name: [] for name in declared}  # check -> node ids, in order
     phases: dict[str, dict[str, dict]] = {}
     collect_errors: list[str] = []
+    trusting: list[str] = []
 
     def add_case(nodeid: str) -> bool:
         name = check_name(nodeid)
@@ -300,12 +328,21 @@ def _assemble(events: list[dict], declared: list[str], error: str | None, log: s
                 phases.setdefault(nodeid, {})[e["when"]] = e
         elif kind == "collect_error":
             msg = e["message"].strip()
-            collect_errors.append(f"{e['nodeid']}: {msg.splitlines()[-1] if msg else ''}")
+            line = f"{e['nodeid']}: {msg.splitlines()[-1] if msg else ''}"
+            if line not in collect_errors:
+                collect_errors.append(line)
+        elif kind == "tamper":
+            tamper.append({"kind": e["kind"], "detail": f"{e['check'][:200]}: {e['detail'][:300]}"})
+        elif kind == "agent_code" and e["refused"]:
+            tamper.append({"kind": "agent_code_in_check",
+                           "detail": f"{e['check'][:200]}: refused {e['how'][:100]} {e['path'][:200]} in the check's process"})
+        elif kind == "agent_code" and e["check"] in known and e["check"] not in trusting:
+            trusting.append(e["check"])
     if collect_errors and error is None:
         error = "test collection failed: " + "; ".join(collect_errors)
     checks = [_check(name, [_case(n, phases.get(n, {}), error) for n in cases[name]], error) for name in declared]
     del tamper[_MAX_TAMPER:]
-    return VerifyResult(checks, time.monotonic() - t0, error, log, tamper=tamper)
+    return VerifyResult(checks, time.monotonic() - t0, error, log, tamper=tamper, checks_trusting_agent_code=trusting)
 
 
 def _case(nodeid: str, ph: dict[str, dict], error: str | None) -> CheckResult:

@@ -1,16 +1,41 @@
 """t1's in-sandbox verifier runtime (mounted read-only into the sandbox at verification time; not a package).
 
-Runs pytest over a task's tests and streams one JSON object per line on its report channel (the
-stdout it was started with), so that a verifier killed half-way still leaves the results it got:
+Runs a task's checks and streams one JSON object per line on its report channel (the stdout it was
+started with), so that a verifier killed half-way still leaves the results it got:
 
     {"event": "ready", "dumpable": false, "hooks": [...]}   before any test code runs
-    {"event": "collected", "nodeids": [...]}                 after collection
+    {"event": "collected", "nodeids": [...]}                 what one check's process collected
     {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ..., "duration": ...}
     {"event": "collect_error", "nodeid": ..., "message": ...}
+    {"event": "agent_code", "check": ..., "path": ..., "how": ..., "refused": bool}
+    {"event": "tamper", "kind": ..., "check": ..., "detail": ...}
     {"event": "finished", "exitstatus": N}
 
-Usage: python3 -I -B run_checks.py --pytest-zip ZIP TESTS_DIR
+Usage: python3 -I -B run_checks.py --pytest-zip ZIP --checks JSON [--policy refuse|record] [--trust DIR] TESTS_DIR
        python3 -I -B run_checks.py --pytest-zip ZIP --script /tests/test.sh --logs /logs/verifier TESTS_DIR
+
+**The process that reports never runs test code.** This process (the *parent*) imports pytest from
+ZIP, holds the report channel and learns the checks from ``--checks`` (the host's list, from the task
+package: it never collects). For each check it forks a *check process*, which closes every file
+descriptor but its own event pipe, installs the agent-code guard, and runs ``pytest.main`` on that
+one check (``TESTS_DIR/file.py::test_x``: collection, fixtures and the test all happen there). The
+parent accepts from a check's pipe only events about that check (a node id whose check is the one
+it started); anything else is a ``tamper`` line (``cross_check_result``, ``bad_child_event``), never a
+result. After a check's process ends, every process it left (the parent is a child subreaper, so
+none can escape by double forking) is killed before the next check starts. So code that runs in one
+check, whatever it is, can change that check's result and nothing else: not another check's, not
+the total (the host counts the checks), not the report's framing.
+
+**Agent code in a check** (a module loaded from a path outside the interpreter's own libraries, the
+pytest zip, this runtime folder and the tests): the guard in each check process (an audit hook on
+``compile``/``exec`` of code from such a path, ``.pyc``/``.so`` opens and ``ctypes.dlopen`` of one, and
+an import finder that sees where every import resolves, e.g. ``/app/json.py`` shadowing the stdlib
+after a ``sys.path.insert(0, "/app")``) sends an ``agent_code`` event to the parent *before* that
+code runs, so the code cannot suppress it. ``--policy refuse`` (t1-format tasks) then fails the
+load with an ImportError that names the fix (the ``t1check`` helper runs agent code in a child
+process); ``--policy record`` (imported Terminal-Bench / Harbor tasks, whose tests often import the
+agent's module) lets it run: the host lists those checks in ``info["checks_trusting_agent_code"]``.
+Programs the checks start (``subprocess``) are not affected: audit hooks do not cross ``exec``.
 
 Script mode (a Harbor task whose tests are not pytest): empties the LOGS folder (a folder only the
 verifier sees), runs ``bash SCRIPT`` (its exit code is ignored, as Harbor ignores it), then reports
@@ -22,12 +47,13 @@ How it keeps the report out of the agent's reach (the host trusts nothing else i
 * It is started with ``-I`` (isolated mode: no user site-packages, no PYTHON* variables, no
   current directory on ``sys.path``) from a read-only folder the agent cannot write.
 * Its first act is ``prctl(PR_SET_DUMPABLE, 0)``: from then on a process without
-  ``CAP_SYS_PTRACE`` (every agent process) cannot ptrace it or open ``/proc/<pid>/fd|mem|environ``.
-  The host freezes the agent's processes until the ``ready`` line arrives, so no agent process can
-  grab the channel in the instant before.
+  ``CAP_SYS_PTRACE`` (every agent process, and the check processes) cannot ptrace it or open
+  ``/proc/<pid>/fd|mem|environ``. The host freezes the agent's processes until the ``ready`` line
+  arrives, so no agent process can grab the channel in the instant before.
 * The report goes to a private copy of the original stdout (close-on-exec, so no program the
-  tests start inherits it); file descriptors 1 and 2 then both point at stderr, where pytest's own
-  output and anything a test or the agent's programs print ends up.
+  tests start inherits it, and closed first thing in every check process); file descriptors 1 and
+  2 then both point at stderr, where pytest's own output and anything a test or the agent's
+  programs print ends up.
 * Plugins installed in the sandbox are not loaded, no conftest.py outside TESTS_DIR is read, and
   no ini file other than t1's own empty one is used.
 
@@ -36,10 +62,16 @@ be verified without network.
 """
 
 import argparse
+import gc
 import glob
+import importlib.machinery
 import json
 import os
+import select
+import signal
 import sys
+import sysconfig
+import time
 
 
 def no_dump() -> bool:
@@ -114,6 +146,353 @@ def run_script(script: str, logs: str, emit) -> int:
     return 0
 
 
+def check_name(nodeid: str) -> str:
+    """The declared check a pytest node id belongs to: its test function (parameters dropped); as t1env.verify."""
+    return nodeid.split("[", 1)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the check process: the agent-code guard
+# ---------------------------------------------------------------------------------------------
+
+
+class AgentCodeRefused(ImportError):
+    """Raised in a check process (policy ``refuse``) where a check would load code from an agent path."""
+
+
+class AgentCodeGuard:
+    """Says (``agent_code`` event) and, under ``refuse``, stops every load of code from outside ``trusted``.
+
+    Installed once per check process (an audit hook cannot be removed, so the agent code it lets run
+    under ``record`` cannot switch it off either); the event is written to the pipe before the code runs.
+    """
+
+    def __init__(self, check: str, policy: str, trusted: list, emit):
+        self.check, self.policy, self.emit = check, policy, emit
+        roots = {os.path.realpath(p) for p in trusted if p}
+        self.roots = tuple(sorted(r.rstrip("/") + "/" for r in roots if r != "/"))
+        self.seen: set = set()
+        self.busy = False
+
+    def agent_path(self, path) -> str | None:
+        """The resolved path when ``path`` names a file outside the trusted roots, else None."""
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str) or not path or path.startswith("<"):
+            return None
+        if not path.startswith("/"):
+            if not path.endswith((".py", ".pyc", ".so")) or not os.path.isfile(path):
+                return None
+        real = os.path.realpath(path)
+        return None if real.startswith(self.roots) else real
+
+    def found(self, path: str, how: str) -> None:
+        refuse = self.policy == "refuse"
+        if refuse or path not in self.seen:
+            self.seen.add(path)
+            self.emit({"event": "agent_code", "check": self.check, "path": path, "how": how, "refused": refuse})
+        if refuse:
+            raise AgentCodeRefused(
+                f"t1: this check would run agent code in the verifier's process ({how} {path}): t1-format tasks must run "
+                "the agent's code in a child process, e.g. t1check.call(...) from the verifier runtime (docs/authoring.md)"
+            )
+
+    def audit(self, event: str, args) -> None:
+        if self.busy:
+            return
+        if event == "compile":
+            path, how = (args[1] if len(args) > 1 else None), "compile of"
+        elif event == "exec":
+            path, how = getattr(args[0], "co_filename", None), "exec of code from"
+        elif event == "open":
+            path, how = args[0], "open of"
+            if not isinstance(path, (str, bytes)) or not os.fsdecode(path).endswith((".pyc", ".so")):
+                return
+        elif event == "ctypes.dlopen":
+            path, how = args[0], "ctypes.dlopen of"
+        else:
+            return
+        self.busy = True
+        try:
+            real = self.agent_path(path)
+        finally:
+            self.busy = False
+        if real is not None:
+            self.found(real, how)
+
+    # a meta path finder (first on sys.meta_path): sees where an import resolves before it is loaded
+    def find_spec(self, name, path=None, target=None):
+        if self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+            real = self.agent_path(spec.origin) if spec is not None and spec.has_location else None
+        finally:
+            self.busy = False
+        if real is not None:
+            self.found(real, f"import {name} resolved to")
+        return None  # the normal finders load it (if not refused)
+
+    def install(self) -> None:
+        sys.addaudithook(self.audit)
+        sys.meta_path.insert(0, self)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pytest session: configured once in the parent, forked at collection, once per check
+# ---------------------------------------------------------------------------------------------
+
+EVENT_FD = 3  # a check process's end of its pipe to the parent
+# pytest plugins that only cost time here (reports nobody reads, gc sweeps at exit, doctest collection)
+UNUSED_PLUGINS = ("cacheprovider", "pastebin", "unraisableexception", "threadexception", "junitxml", "doctest",
+                  "stepwise", "setuponly", "setupplan", "faulthandler")
+
+
+def pytest_args(tests: str, runtime: str) -> list:
+    """pytest's command line in the parent. Its only argument is t1's ini file (no test code there):
+    each check's process replaces it with its check before it collects."""
+    ini = os.path.join(runtime, "pytest.ini")
+    args = [ini, "-q", "-o", "addopts=", "-o", "python_files=test_*.py", f"--rootdir={tests}", f"--confcutdir={tests}",
+            "-c", ini, "--tb=short", "--show-capture=no", "-rN", "--capture=sys"]  # no capture fds to carry across fork
+    for name in UNUSED_PLUGINS:
+        args += ["-p", f"no:{name}"]
+    return args
+
+
+def short(longrepr) -> str:
+    if longrepr is None:
+        return ""
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return f"{crash.message}"[:2000]
+    return str(longrepr)[-2000:]
+
+
+class Reporter:
+    """The pytest plugin that reports; in a check's process ``emit`` writes to that check's pipe."""
+
+    emit = None
+
+    def pytest_collectreport(self, report):
+        if report.failed and self.emit is not None:
+            self.emit({"event": "collect_error", "nodeid": report.nodeid, "message": str(report.longrepr)[-2000:]})
+
+    def pytest_collection_finish(self, session):
+        if self.emit is not None:
+            self.emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
+
+    def pytest_runtest_logreport(self, report):
+        if self.emit is None:
+            return
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        self.emit({"event": "result", "nodeid": report.nodeid, "when": report.when, "outcome": outcome,
+                   "message": short(report.longrepr) if report.failed else "", "duration": round(report.duration, 6)})
+
+
+class CheckRunner:
+    """The parent's pytest plugin: where pytest would collect, it forks one process per declared check.
+
+    Everything before collection (arguments, plugins, ``pytest_configure``, the session and its
+    fixture manager) ran in the parent on pytest's own code only; the tests' conftest.py and test
+    modules are first imported by a check's process, when it collects its check.
+    """
+
+    def __init__(self, args, reporter: Reporter, emit):
+        self.args, self.reporter, self.emit = args, reporter, emit
+        self.in_check = False
+
+    def pytest_collection(self, session):
+        if self.in_check:
+            return None  # a check's process: pytest's own collection, of its check only
+        sys.stdout.flush()
+        sys.stderr.flush()
+        gc.freeze()  # what the parent built is shared with every check's process, not swept in each
+        for check in self.args.checks:
+            self.run_one(check, session)
+        self.emit({"event": "finished", "exitstatus": 0})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # the parent's pytest has nothing left to do; the report is complete
+
+    def run_one(self, check: str, session) -> None:
+        """Fork the check's process, pass on what it says about its own check, end what it left."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                if w != EVENT_FD:
+                    os.dup2(w, EVENT_FD)  # replaces what was there (the report channel): closed for this process
+                    os.close(w)
+                os.set_inheritable(EVENT_FD, False)
+                self.check_process(check, session)
+            finally:
+                os._exit(1)
+        os.close(w)
+        follow(check, r, pid, self.emit)
+
+    def check_process(self, check: str, session) -> None:
+        """In the check's process: close what is not ours, guard, collect and run ``check``. Never returns."""
+        code = 1
+        try:
+            os.closerange(EVENT_FD + 1, 1 << 20)  # the report channel (if not at 3) and anything else inherited
+            os.setpgid(0, 0)
+            out = os.fdopen(EVENT_FD, "w", buffering=1, encoding="utf-8")
+
+            def emit(obj):
+                out.write(json.dumps(obj) + "\n")
+                out.flush()
+
+            self.in_check, self.reporter.emit = True, emit
+            AgentCodeGuard(check, self.args.policy, self.args.trusted, emit).install()
+            sys.path.append(self.args.runtime)  # `import t1check`: after the interpreter's own folders
+            config = session.config
+            config.args = [os.path.join(self.args.tests, check)]
+            try:
+                config.hook.pytest_collection(session=session)
+                config.hook.pytest_runtestloop(session=session)
+                code = 1 if session.testsfailed else 0
+            finally:
+                config.hook.pytest_sessionfinish(session=session, exitstatus=code)  # session fixtures' teardown
+            out.flush()
+        except BaseException as e:  # noqa: BLE001 - say it on stderr (the log); the parent sees a check that did not run
+            try:
+                os.write(2, f"t1 verifier: check {check}: {type(e).__name__}: {e}\n".encode())
+            except OSError:
+                pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+# ---------------------------------------------------------------------------------------------
+# the parent: what it accepts from a check's process
+# ---------------------------------------------------------------------------------------------
+
+MAX_LINE = 64 * 1024  # a longer line from a check process is not an event
+MAX_EVENTS = 2000  # per check; beyond that its events are dropped (one tamper line says so)
+
+
+class CheckEvents:
+    """What the parent accepts from one check process: well-formed events about that check only."""
+
+    def __init__(self, check: str, emit):
+        self.check, self.emit, self.count, self.flooded = check, emit, 0, False
+        self.file = check.split("::", 1)[0]
+
+    def tamper(self, kind: str, detail: str) -> None:
+        self.emit({"event": "tamper", "kind": kind, "check": self.check, "detail": detail[:300]})
+
+    def line(self, raw: bytes) -> None:
+        self.count += 1
+        if self.count > MAX_EVENTS:
+            if not self.flooded:
+                self.flooded = True
+                self.tamper("flood", f"more than {MAX_EVENTS} lines from the check's process (the rest ignored)")
+            return
+        try:
+            e = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            e = None
+        kind = e.get("event") if isinstance(e, dict) else None
+        if kind == "result" and isinstance(e.get("nodeid"), str):
+            if check_name(e["nodeid"]) != self.check:
+                return self.tamper("cross_check_result", f"{e['nodeid'][:200]}: a result from the process of another check")
+            return self.emit({k: e.get(k) for k in ("event", "nodeid", "when", "outcome", "message", "duration")})
+        if kind == "collected" and isinstance(e.get("nodeids"), list):
+            ours = [n for n in e["nodeids"] if isinstance(n, str) and check_name(n) == self.check]
+            if len(ours) != len(e["nodeids"]):
+                self.tamper("cross_check_result", "the check's process collected node ids of other checks (ignored)")
+            return self.emit({"event": "collected", "nodeids": ours})
+        if kind == "collect_error" and isinstance(e.get("nodeid"), str) and isinstance(e.get("message"), str):
+            if e["nodeid"] not in (self.file, "") and check_name(e["nodeid"]) != self.check:
+                return self.tamper("cross_check_result", f"{e['nodeid'][:200]}: a collection error of another check")
+            return self.emit({"event": "collect_error", "nodeid": e["nodeid"] or self.check, "message": e["message"][-2000:]})
+        if kind == "agent_code":
+            return self.emit({"event": "agent_code", "check": self.check, "path": str(e.get("path"))[:300],
+                              "how": str(e.get("how"))[:100], "refused": e.get("refused") is True})
+        self.tamper("bad_child_event", raw[:200].decode("utf-8", "replace"))
+
+
+def follow(check: str, r: int, pid: int, emit) -> None:
+    """Read the check's pipe to its end, wait for its process, end everything it left behind."""
+    events = CheckEvents(check, emit)
+    buf, done, status = b"", False, None
+    while True:
+        ready, _, _ = select.select([r], [], [], 0.05)
+        if ready:
+            data = os.read(r, 65536)
+            if not data:
+                break
+            buf += data
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    events.line(line)
+            if len(buf) > MAX_LINE:
+                events.tamper("bad_child_event", f"a line of more than {MAX_LINE} bytes (ignored)")
+                buf = b""
+        elif not done:
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got:  # it exited, but something it left holds the pipe open: end those, then read to the end
+                done = True
+                end_leftovers()
+    os.close(r)
+    if not done:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = None
+    end_leftovers()
+    if status is not None and os.WIFSIGNALED(status):
+        os.write(2, f"t1 verifier: the process of check {check} was killed by signal {os.WTERMSIG(status)}\n".encode())
+
+
+def descendants(root: int) -> list:
+    """Every process below ``root`` (the parent is a child subreaper: orphans of its checks stay below it)."""
+    parent = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            parent[int(name)] = int(stat.rsplit(b")", 1)[1].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        found += kids
+        frontier += kids
+    return found
+
+
+def end_leftovers() -> None:
+    """Kill every process a check left (and reap them), until none is left."""
+    me = os.getpid()
+    for _ in range(200):
+        left = descendants(me)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        if not left:
+            return
+        time.sleep(0.005)
+
+
 def main() -> int:
     dumpable = not no_dump()
     report_fd = os.dup(1)  # non-inheritable (close-on-exec) by default
@@ -129,6 +508,9 @@ def main() -> int:
     ap.add_argument("--pytest-zip", required=True)
     ap.add_argument("--script")
     ap.add_argument("--logs")
+    ap.add_argument("--checks", default="[]", help="the declared checks (JSON list of node ids), from the host")
+    ap.add_argument("--policy", choices=("refuse", "record"), default="refuse", help="agent code in a check's process")
+    ap.add_argument("--trust", action="append", default=[], help="another folder of trusted test code (e.g. /tests)")
     ap.add_argument("tests")
     args = ap.parse_args()
     if args.script:
@@ -136,6 +518,16 @@ def main() -> int:
         emit({"event": "finished", "exitstatus": code})
         report.close()
         return 0
+    args.checks = json.loads(args.checks)
+    if not isinstance(args.checks, list) or not all(isinstance(c, str) for c in args.checks):
+        raise SystemExit("--checks must be a JSON list of strings")
+    args.tests = os.path.abspath(args.tests)
+    args.runtime = os.path.dirname(os.path.abspath(__file__))
+    # trusted code: the interpreter's own library folders (as started with -I: nothing of the agent's
+    # on sys.path), pytest's zip, this runtime folder (the tests are in it) and the tests' other mount
+    paths = sysconfig.get_paths()
+    args.trusted = [p for p in sys.path if p] + [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    args.trusted += [args.pytest_zip, args.runtime, args.tests, *args.trust]
     sys.path.insert(0, args.pytest_zip)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     os.environ["PYTHONNOUSERSITE"] = "1"  # Pythons the tests start do not load the agent's user site either
@@ -143,55 +535,17 @@ def main() -> int:
         os.environ.pop(var, None)
     import pytest  # noqa: E402  (from the zip)
 
-    def short(longrepr):
-        if longrepr is None:
-            return ""
-        crash = getattr(longrepr, "reprcrash", None)
-        if crash is not None:
-            return f"{crash.message}"[:2000]
-        return str(longrepr)[-2000:]
+    try:
+        import ctypes
 
-    class Reporter:
-        def pytest_collectreport(self, report):
-            if report.failed:
-                emit({"event": "collect_error", "nodeid": report.nodeid, "message": str(report.longrepr)[-2000:]})
-
-        def pytest_collection_finish(self, session):
-            emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
-
-        def pytest_runtest_logreport(self, report):
-            outcome = report.outcome
-            if hasattr(report, "wasxfail"):
-                outcome = "xfailed" if report.skipped else "xpassed"
-            emit(
-                {
-                    "event": "result",
-                    "nodeid": report.nodeid,
-                    "when": report.when,
-                    "outcome": outcome,
-                    "message": short(report.longrepr) if report.failed else "",
-                    "duration": round(report.duration, 6),
-                }
-            )
-
-    tests = os.path.abspath(args.tests)
-    code = pytest.main(
-        [
-            tests,
-            "-q",
-            "-p", "no:cacheprovider",
-            "-p", "no:pastebin",
-            "-o", "addopts=",
-            "-o", "python_files=test_*.py",
-            f"--rootdir={tests}",
-            f"--confcutdir={tests}",
-            "-c", os.path.join(tests, "..", "pytest.ini"),
-            "--tb=short",
-            "--show-capture=no",
-            "-rN",
-        ],
-        plugins=[Reporter()],
-    )
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: what a check leaves stays below us
+    except Exception:  # noqa: BLE001, S110 - without it a double-forked leftover escapes end_leftovers
+        pass
+    reporter = Reporter()
+    # first: no other plugin's collection runs in the parent (the hookimpl marker needs pytest, imported just now)
+    CheckRunner.pytest_collection = pytest.hookimpl(tryfirst=True)(CheckRunner.pytest_collection)
+    # returns only if pytest stops before collection (a usage error): CheckRunner ends the process otherwise
+    code = pytest.main(pytest_args(args.tests, args.runtime), plugins=[reporter, CheckRunner(args, reporter, emit)])
     emit({"event": "finished", "exitstatus": int(code)})
     report.close()
     return 0
