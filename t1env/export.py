@@ -125,7 +125,7 @@ def _tests(task: Task, dest: Path) -> None:
     rt = dest / RUNTIME_DIR
     rt.mkdir()
     bundle = runtime_bundle()
-    for name in ("run_checks.py", "pytest.zip", "pytest.ini"):
+    for name in ("run_checks.py", "t1check.py", "pytest.zip", "pytest.ini"):
         shutil.copy2(bundle / name, rt / name)
     (rt / "to_reward.py").write_text(_TO_REWARD)
     (rt / "checks.json").write_text(json.dumps(task.declared_checks()))

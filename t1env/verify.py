@@ -124,14 +124,16 @@ _bundle_cache: Path | None = None
 
 
 def runtime_bundle() -> Path:
-    """A host directory with run_checks.py, pytest.zip and pytest.ini (built once, cached on disk)."""
+    """A host directory with run_checks.py, t1check.py, pytest.zip and pytest.ini (built once, cached on disk)."""
     global _bundle_cache
     if _bundle_cache is not None and _bundle_cache.is_dir():
         return _bundle_cache
     import pytest
 
     runner = data_dir("verifiers") / "run_checks.py"
-    key = hashlib.sha256(b"layout-2" + runner.read_bytes() + pytest.__version__.encode() + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
+    helper = data_dir("verifiers") / "t1check.py"  # the checks' way to call agent code (import t1check)
+    key = hashlib.sha256(b"layout-2" + runner.read_bytes() + helper.read_bytes() + pytest.__version__.encode()
+                         + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
     out = cache_dir() / f"verifier-{key}"
     if not (out / "pytest.zip").is_file():
         tmp = out.with_name(out.name + f".tmp{secrets.token_hex(4)}")
@@ -149,6 +151,7 @@ def runtime_bundle() -> Path:
                 elif spec.origin:
                     _add_module(z, Path(spec.origin), Path(spec.origin).name)
         (tmp / "run_checks.py").write_bytes(runner.read_bytes())
+        (tmp / "t1check.py").write_bytes(helper.read_bytes())
         (tmp / "pytest.ini").write_text("[pytest]\n")
         (tmp / "tests").mkdir()  # the mount point of the task's tests
         try:
