@@ -93,7 +93,9 @@ def _separate(box, env: dict, timeout: float, opts: VerifierOptions) -> tuple[Fi
     if mounts:  # before the root is made read-only, so that their mount points can be made
         i = next((i for i in range(len(argv) - 1) if argv[i] == "--remount-ro" and argv[i + 1] == "/"), len(argv))
         argv[i:i] = mounts
-    argv += ["--chdir", box.config.workdir, "--", *verifier_argv(extra=opts.args)]
+    # --as-pid-1: no bwrap monitor as pid 1 holding the report pipe (a normal user's bwrap is dumpable: any
+    # program a check runs could write the report through /proc/1/fd/1); the non-dumpable verifier is pid 1
+    argv += ["--as-pid-1", "--chdir", box.config.workdir, "--", *verifier_argv(extra=opts.args)]
     popen = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(box._launch_fds),
                  env=env, start_new_session=True)
     try:
