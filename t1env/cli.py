@@ -3,7 +3,7 @@
     t1env list [--split train|test] [--json]
     t1env show ID                       (ID: a task id, a path, or a family instance FAMILY@SEED)
     t1env run ID [--agent oracle|nop|human] [--backend local|docker] [--reward-mode count|fraction|binary] [--json]
-    t1env validate PATH... | --all [--runs N] [--jobs N] [--backend ...] [--json]
+    t1env validate PATH... | --all [--runs N] [--jobs N] [--backend ...] [--no-exploits] [-v] [--json]
     t1env new ID [--dir DIR]
     t1env gc
     t1env catalog                       (the markdown of docs/tasks.md)
@@ -170,7 +170,9 @@ def _cmd_validate(args) -> int:
     results = []
     with console.status(f"validating {len(refs)} task(s) with {args.jobs} job(s)") if not args.json else _null():
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for v in pool.map(lambda r: validate_task(r, backend=args.backend, runs=runs), refs):
+            exploit_jobs = max(1, args.jobs // len(refs))  # spare workers play one task's exploits at once
+            for v in pool.map(lambda r: validate_task(r, backend=args.backend, runs=runs, exploits=args.exploits,
+                                                      exploit_jobs=exploit_jobs), refs):
                 results.append(v)
                 if not args.json:
                     mark = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
@@ -179,12 +181,32 @@ def _cmd_validate(args) -> int:
                     console.print(f"{mark} {escape(v.task)}  oracle {oracle}  no-op {nop}  ({v.duration:.1f}s)")
                     for p in v.problems:
                         console.print(f"    [red]{escape(p)}[/red]")
+                    if args.verbose:
+                        _print_exploits(v)
     bad = [v for v in results if not v.ok]
     if args.json:
         print(json.dumps([v.__dict__ for v in results], indent=2))
     else:
         console.print(f"{len(results) - len(bad)}/{len(results)} tasks valid")
     return 1 if bad else 0
+
+
+def _print_exploits(v) -> None:
+    """``validate -v``: what each exploit earned against the no-op agent, and the checks it gained."""
+    from t1env.exploits import EXPLOITS
+
+    nop = v.nop[0] if v.nop else 0
+    for e in v.exploits:
+        summary = EXPLOITS[e["name"]].summary if e["name"] in EXPLOITS else ""
+        if e["error"]:
+            line = f"error: {e['error']}"
+        elif e["passed"] is None:
+            line = "nothing to act on (scores as the no-op agent)"
+        else:
+            line = f"{e['passed']}/{e['total']} ({e['passed'] - nop:+d} over the no-op agent)"
+        console.print(f"    exploit {e['name']:<23} {escape(line)}  [dim]{escape(summary)}[/dim]")
+        for check in e["gained"]:
+            console.print(f"      + {escape(check)}")
 
 
 class _null:
@@ -379,6 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=at_least_one, default=max(1, (os.cpu_count() or 2)),
                    help="tasks validated in parallel")
     p.add_argument("--backend", choices=BACKENDS, default="local")
+    p.add_argument("--exploits", action=argparse.BooleanOptionalAction, default=True,
+                   help="play the exploit gate: generic shortcuts that must not earn more than one check over the "
+                        "no-op agent (default: on; --no-exploits skips it)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print what every exploit earned, per check")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_validate)
 

@@ -3,8 +3,10 @@
 For each task: it parses (one-line error otherwise); the sandbox (or Docker image) has ``python3``
 for the verifier and the tools the task lists; the
 oracle (``solution/solve.sh``) gets full marks on every one of ``runs`` episodes; the per-check
-results are identical across those runs; and the no-op agent (submits at once) gets less than
-full marks.
+results are identical across those runs; the no-op agent (submits at once) gets less than
+full marks; and no exploit of :mod:`t1env.exploits` (generic shortcuts that do not do the task:
+delete the inputs, touch the named outputs, empty commits, ...) earns more than
+:data:`t1env.exploits.TOLERANCE` checks beyond the no-op agent, or full marks.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from t1env.agents import NopAgent, OracleAgent, run_episode
 from t1env.env import TerminalEnv
+from t1env.exploits import run_gate, verdicts
 from t1env.registry import get_task
 from t1env.sandbox import make_sandbox
 from t1env.task import TaskError
@@ -27,6 +30,7 @@ class Validation:
     problems: list[str] = field(default_factory=list)
     oracle: list[tuple[int, int]] = field(default_factory=list)  # (passed, total) per run
     nop: tuple[int, int] | None = None
+    exploits: list[dict] = field(default_factory=list)  # per exploit: name, passed, total, gained checks, error
     duration: float = 0.0
 
 
@@ -51,7 +55,10 @@ def environment_problems(task, backend: str = "local") -> list[str]:
     return out
 
 
-def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -> Validation:
+def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, exploits: bool = True,
+                  exploit_jobs: int = 1) -> Validation:
+    """Validate one task package (or family instance); ``exploits`` plays the exploit gate, ``exploit_jobs``
+    exploits at a time."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1 (oracle runs per task), got {runs!r}")
     t0 = time.monotonic()
@@ -94,6 +101,11 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2) -
                 v.problems.append("the no-op agent gets full marks: the checks do not test the work")
             if ep.info["total"] < 3:
                 v.problems.append(f"only {ep.info['total']} checks; a task needs at least 3 for partial credit to mean something")
+            if exploits:
+                results = run_gate(task, ep.info, backend=backend, jobs=exploit_jobs)
+                v.exploits = [{"name": r.name, "passed": r.passed, "total": r.total, "gained": r.gained,
+                               "error": r.error} for r in results]
+                v.problems += verdicts(results, ep.info["passed"])
         finally:
             env.close()
     except Exception as e:  # a broken task must not stop validation of the others
