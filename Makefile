@@ -19,8 +19,8 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # in t1env/families is here (tests/packaging/test_setup.py checks), plus what the oracle solutions and
 # checks call (file, ps, ldd) and the companions agents reach for in C, SQL and JSON tasks (g++, sqlite3,
 # jq; the Docker backend's default image has them too). bubblewrap is the sandbox; slirp4netns or passt
-# gives a sandbox with network a network namespace of its own.
-HOST_TOOLS := bwrap:bubblewrap slirp4netns:slirp4netns passt:passt \
+# gives a sandbox with network a network namespace of its own, iptables its egress filter (t1env/sandbox/egress.py).
+HOST_TOOLS := bwrap:bubblewrap slirp4netns:slirp4netns passt:passt iptables-restore:iptables \
 	bash:bash python3:python3 git:git gcc:gcc g++:g++ make:make \
 	ar:binutils nm:binutils readelf:binutils \
 	tar:tar gzip:gzip xz:xz-utils sqlite3:sqlite3 jq:jq file:file ps:procps ldd:libc-bin \

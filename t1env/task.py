@@ -26,13 +26,15 @@ Example:
 from __future__ import annotations
 
 import ast
+import ipaddress
+import re
 import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 TASK_FILE = "task.toml"
 INSTRUCTION_FILE = "instruction.md"
@@ -50,6 +52,31 @@ if TYPE_CHECKING:
 
 # Files inside environment/ that configure the sandbox instead of being copied into the workdir.
 ENV_CONTROL_FILES = frozenset({"setup.sh", "Dockerfile", ".dockerignore"})
+
+
+def split_network_allow(entry: str) -> tuple[str, int]:
+    """One ``environment.network_allow`` entry, ``HOST:PORT`` (an IPv4 address, ``[IPv6]`` or a host name, and
+    a port 1-65535), as (host, port); ValueError with a one-line reason otherwise."""
+    host, sep, port = entry.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        ok = ":" in host and _is_ip(host)
+    else:
+        ok = bool(host) and ":" not in host and (_is_ip(host) or _HOSTNAME.fullmatch(host) is not None)
+    if not sep or not ok or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{entry!r} is not HOST:PORT (an address, [IPv6 address] or host name, and a port 1-65535)")
+    return host, int(port)
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 class TaskError(ValueError):
@@ -70,7 +97,14 @@ class Limits(_Strict):
 
 class Environment(_Strict):
     workdir: str = Field("/app", description="Absolute working directory of the agent's shell.")
-    network: bool = Field(False, description="Whether the sandbox may reach the network.")
+    network: bool = Field(False, description="Whether the sandbox may reach the internet (never the host).")
+    network_allow: tuple[str, ...] = Field(
+        (),
+        description=(
+            "With network = true: HOST:PORT services the sandbox may reach although they are on the host or a private "
+            "range (e.g. '10.1.2.3:5432', '[fd00::5]:80', 'db.internal:5432'; names resolved when the sandbox starts)."
+        ),
+    )
     tools: tuple[str, ...] = Field((), description="Programs the task needs on PATH inside the sandbox.")
     docker_image: str | None = Field(None, description="Docker image to run (Docker backend).")
     dockerfile: str | None = Field(None, description="Dockerfile path relative to environment/.")
@@ -85,6 +119,15 @@ class Environment(_Strict):
     def _absolute(cls, v: str) -> str:
         if not v.startswith("/") or ".." in v.split("/"):
             raise ValueError("must be an absolute path without '..'")
+        return v
+
+    @field_validator("network_allow")
+    @classmethod
+    def _allow(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if v and not info.data.get("network"):
+            raise ValueError("needs network = true (without network the sandbox reaches nothing to allow)")
+        for entry in v:
+            split_network_allow(entry)
         return v
 
 

@@ -71,6 +71,8 @@ class SandboxConfig:
 
     workdir: str = "/app"
     network: bool = False
+    network_allow: tuple[str, ...] = ()
+    """``HOST:PORT`` services a network-on sandbox may reach on the host or a private range (``egress.py``)."""
     memory_mb: int = 2048
     pids: int = 512
     file_size_mb: int = 1024
@@ -84,6 +86,7 @@ class SandboxConfig:
         kw = dict(
             workdir=e.workdir,
             network=e.network,
+            network_allow=e.network_allow,
             memory_mb=e.memory_mb,
             pids=e.pids,
             file_size_mb=e.file_size_mb,

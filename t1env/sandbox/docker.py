@@ -206,6 +206,11 @@ class DockerSandbox(Sandbox):
             _reaper.remove(box)
 
     @property
+    def egress_rules(self) -> str | None:
+        """With network on: the rules in force in the container's network namespace (:mod:`t1env.sandbox.egress`)."""
+        return self._box.egress_rules if self._box is not None else None
+
+    @property
     def limits(self) -> dict[str, bool]:
         """What the engine enforces for every container t1 starts (see :func:`_create_kwargs`)."""
         return {"pids": True, "memory": True, "file_size": True, "cpu_time": True, "seccomp": True,

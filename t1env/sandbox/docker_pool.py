@@ -8,6 +8,7 @@ import os
 import threading
 import time
 
+from t1env.sandbox import egress
 from t1env.sandbox.base import SandboxConfig, SandboxError
 from t1env.sandbox.docker_engine import (
     _OWNER,
@@ -80,6 +81,7 @@ class _Box:
         self.id: str = container.id
         self.host = engine_url(host)
         self.created = time.monotonic()
+        self.egress_rules: str | None = None  # with network on: the rules in force in its network namespace
 
 
 def _launch(image: str, config: SandboxConfig, task_id: str | None, host: str | None = None) -> _Box:
@@ -89,11 +91,20 @@ def _launch(image: str, config: SandboxConfig, task_id: str | None, host: str | 
     except Exception as e:
         raise SandboxError(f"could not start a container from {image}: {_one_line(e)}") from None
     _live[ctr.id] = engine_url(host)
+    rules = None
+    if config.network:  # the egress filter goes in before anything runs in the container (never open)
+        try:
+            rules = egress.install_docker(c, ctr, config.network_allow, host)
+        except BaseException:
+            _remove_container(ctr.id, host=host)
+            raise
     try:
         helper = _Helper(c, ctr.id, config.environ())
     except Exception:
         helper = None  # no python3 in the image (or it is too old): use the engine API
-    return _Box(ctr, helper, host)
+    box = _Box(ctr, helper, host)
+    box.egress_rules = rules
+    return box
 
 
 class _Pool:
@@ -187,7 +198,7 @@ def configure_pool(size: int) -> None:
 
 
 def _pool_key(image: str, config: SandboxConfig, host: str | None = None) -> tuple:
-    return (engine_url(host), image, config.workdir, config.network, config.memory_mb, config.pids, config.file_size_mb, config.cpu_seconds, config.cpus, tuple(sorted(config.environ().items())))
+    return (engine_url(host), image, config.workdir, config.network, config.network_allow, config.memory_mb, config.pids, config.file_size_mb, config.cpu_seconds, config.cpus, tuple(sorted(config.environ().items())))
 
 
 def _pool(image: str, config: SandboxConfig, task_id: str | None, host: str | None = None) -> _Pool | None:

@@ -36,7 +36,12 @@ What is covered
   its own. Without ``environment.network`` it holds only loopback. With ``network = true``, a
   ``slirp4netns`` process on the host gives it outbound TCP/UDP through a user-mode NAT
   (``--disable-host-loopback``: the gateway address does not lead to the host's ``127.0.0.1``; no
-  port is forwarded in). ``stop()`` ends that process.
+  port is forwarded in), and before it comes up t1 installs the egress filter of
+  :mod:`t1env.sandbox.egress` in the sandbox's network namespace: no address of the host (public
+  ones included), no private, CGNAT, loopback or link-local range (the metadata address, other
+  sandboxes), only DNS to slirp4netns's forwarder and the task's ``network_allow``. A network-on
+  sandbox also lacks ``CAP_NET_RAW`` (no packet socket to send around the filter); it never had
+  ``CAP_NET_ADMIN`` to remove it. ``stop()`` ends slirp4netns.
 * **Processes are isolated and contained.** New pid, ipc and uts namespaces; the sandbox cannot see
   or signal host processes. A pids cgroup caps the number of processes (a fork bomb hits the cap),
   a memory cgroup caps memory, on cgroup v1 and v2 (:mod:`t1env.sandbox.cgroups`), and rlimits cap
@@ -68,9 +73,10 @@ What is not covered
 * When the host offers no usable cgroup (no delegation on cgroup v2, another process sharing t1's
   cgroup), the process and memory caps are not enforced; ``limits`` says so.
 * On CPUs other than x86_64 and aarch64 there is no seccomp filter (``limits["seccomp"]`` is False).
-* With ``network = true`` the sandbox reaches whatever the host reaches on non-loopback addresses
-  (its LAN, cloud metadata services): it is egress, not a firewall. Its DNS queries (to
+* With ``network = true`` the sandbox reaches the public internet, and its DNS queries (to
   slirp4netns's ``10.0.2.3``) go to the host's resolver, even one that listens on host loopback.
+  The host's address list is taken when the sandbox starts: an address the host gains later is not
+  filtered for that sandbox.
 * All sandboxes of a host run as the same host ids (``HOST_ID_BASE`` and up): what keeps two
   sandboxes apart is that each has its own namespaces, not its own uid.
 * File transfers start a process inside the sandbox: while the sandbox is at its pids cap (a fork
@@ -97,7 +103,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Mapping
 
-from t1env.sandbox import seccomp
+from t1env.sandbox import egress, seccomp
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
 from t1env.sandbox.bounded import Finished, OutputCapture, pump, readable_within
 from t1env.sandbox.cgroups import SandboxCgroups, remove_cgroups
@@ -121,7 +127,7 @@ _SLIRP_HINT = (
 )
 
 EPISODE_PREFIX = "t1-sbx-"
-SLIRP_DNS = "10.0.2.3"  # slirp4netns's built-in DNS forwarder
+SLIRP_DNS = egress.SLIRP_DNS  # slirp4netns's built-in DNS forwarder
 
 
 class SandboxWarning(UserWarning):
@@ -217,6 +223,8 @@ class LocalSandbox(Sandbox):
         self._launch_fds: list[int] = []
         self.init_pid: int | None = None
         self.limits: dict[str, bool] = {}
+        self.egress_rules: str | None = None
+        """With network on: the sandbox's iptables rules in force (``iptables -S``/``ip6tables -S``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -268,6 +276,7 @@ class LocalSandbox(Sandbox):
             if self._userns:
                 LocalSandbox._userns_usable = True
         if c.network:
+            self.egress_rules = egress.install_local(self.init_pid, os.geteuid() != 0, c.network_allow)
             self._start_network()
         self.limits = {
             **self._cg.enforced,
@@ -338,7 +347,7 @@ class LocalSandbox(Sandbox):
             argv += ["--ro-bind", host, inside]
         if os.geteuid() != 0:  # one user namespace, the caller as its root (the default would nest a second one)
             argv += ["--unshare-user", "--uid", "0", "--gid", "0"]
-        argv += ["--cap-drop", "ALL"] + [a for cap in DEFAULT_CAPS for a in ("--cap-add", f"CAP_{cap.upper()}")]
+        argv += ["--cap-drop", "ALL"] + [a for cap in self._caps() for a in ("--cap-add", f"CAP_{cap.upper()}")]
         prog = _seccomp_program()
         if prog is not None:
             r, w = os.pipe()
@@ -348,6 +357,11 @@ class LocalSandbox(Sandbox):
             argv += ["--seccomp", str(r)]
         argv += ["--remount-ro", "/"]
         return argv
+
+    def _caps(self) -> list[str]:
+        """The sandbox's capabilities: :data:`DEFAULT_CAPS`, less ``net_raw`` when it has a network (a packet
+        socket would send frames past the egress filter)."""
+        return [cap for cap in DEFAULT_CAPS if not (self.config.network and cap == "net_raw")]
 
     def _launch(self) -> None:
         """Start bwrap and wait until the sandbox's first process runs."""
@@ -532,7 +546,7 @@ class LocalSandbox(Sandbox):
             argv.append("-C")
         if self._userns:  # and become the sandbox's root (a non-root caller already is: its uid maps to 0)
             argv += ["-U"] if os.geteuid() == 0 else ["-U", "--preserve-credentials"]
-        caps = ",".join(["-all"] + [f"+{c}" for c in DEFAULT_CAPS])
+        caps = ",".join(["-all"] + [f"+{c}" for c in self._caps()])
         argv += ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", "--no-new-privs", "--"]
         if cwd and cwd != self.config.workdir:
             argv += ["env", "-C", cwd]
