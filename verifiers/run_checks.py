@@ -184,7 +184,12 @@ class AgentCodeGuard:
             if not path.endswith((".py", ".pyc", ".so")) or not os.path.isfile(path):
                 return None
         real = os.path.realpath(path)
-        return None if real.startswith(self.roots) else real
+        if real.startswith(self.roots):
+            return None
+        folder, name = os.path.split(real)
+        if os.path.basename(folder) == "__pycache__" and name.endswith(".pyc"):  # say the module's source file
+            return os.path.join(os.path.dirname(folder), name.split(".", 1)[0] + ".py")
+        return real
 
     def found(self, path: str, how: str) -> None:
         refuse = self.policy == "refuse"

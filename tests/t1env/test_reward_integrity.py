@@ -515,3 +515,93 @@ def test_agent_processes_cannot_reach_the_shared_mode_verifier(backend, make_tas
     assert seen, "the probe never saw the verifier"
     for pid, tries in seen.items():
         assert "opened" not in tries.values() and tries["ptrace"] != "attached", (pid, tries)
+
+
+# -- agent code in the checks' process (issue 24, part 1) ---------------------------------------------------
+# The verifier's reporting process never runs test code: each declared check runs in a process of its own,
+# whose events the parent accepts only for that check. ``integrity-agent-module`` (t1 format: agent code in a
+# check's process is refused) and ``harbor-agent-module`` (an imported Harbor task: allowed, recorded in
+# info["checks_trusting_agent_code"], confined to the check that loaded it).
+
+TASKS.update({"agent-module": str(FIXTURES / "integrity-agent-module"),
+              "hb-agent-module": str(FIXTURES / "harbor-agent-module")})
+IN_PROCESS = "test_calc.py::test_add_loaded_in_process"  # importlib on /app/calc.py: refused, whoever wrote it
+SHADOWED = "test_calc.py::test_answer_with_app_on_sys_path"  # /app on sys.path, then `import colorsys`
+HB_IMPORTS = "test_outputs.py::test_add"  # `import calc` from /app
+_stand_in_map: list[str] = []
+
+
+@pytest.fixture
+def stand_in_images(monkeypatch, tmp_path_factory, backend):
+    """Docker runs of the Harbor fixture: its ``FROM python:3.13-slim-bookworm`` is t1's local stand-in."""
+    if backend == "docker":
+        from t1env import images
+
+        if not _stand_in_map:
+            path = tmp_path_factory.mktemp("images") / "map.toml"
+            images.write_map(path, images.build_bases({"python:3.13-slim-bookworm": "t1env/tb-python-3-13:local"}))
+            _stand_in_map.append(str(path))
+        monkeypatch.setenv(images.MAP_ENV, _stand_in_map[0])
+
+
+def refused(info: dict, check: str, path: str) -> bool:
+    return any(t["kind"] == "agent_code_in_check" and t["detail"].startswith(check) and path in t["detail"]
+               for t in info["tamper"])
+
+
+def agent_module_baseline(backend: str) -> tuple[float, int, int]:
+    """The no-op's (reward, passed, total) on the t1 fixture, after the oracle proved the verifier works: it
+    passes every check but the one that loads /app/calc.py in process, which is refused (a tamper event) for
+    the oracle's correct calc.py as for anyone's."""
+    key = (backend, "agent-module")
+    if key not in _noop:
+        _, info = play(backend, "agent-module", [oracle_command(get_task(TASKS["agent-module"]))])
+        assert [(c["name"], c["passed"]) for c in info["checks"]] == [(IN_PROCESS, False), (SHADOWED, True),
+                                                                       ("test_calc.py::test_notes_kept", True)], info
+        assert info["verifier_error"] is None and refused(info, IN_PROCESS, "/app/calc.py"), info["tamper"]
+        r, info = play(backend, "agent-module", [])
+        _noop[key] = (r, info["passed"], info["total"])
+        assert _noop[key] == (1.0, 1, 3), info["checks"]
+    return _noop[key]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_agent_module_a_check_loads_is_refused_and_cannot_forge(backend):
+    """The agent's /app/calc.py writes a forged pass for every check to every fd it has and to the verifier's
+    /proc fds, then exits; a t1 check loads it with importlib. The load is refused before the module runs."""
+    expected = agent_module_baseline(backend)
+    attack = forge_py("agent-module", exit_after=True) + "\ndef add(a, b):\n    return a + b\n"
+    reward, info = play(backend, "agent-module", [write("/app/calc.py", attack)])
+    assert (reward, info["passed"], info["total"]) == expected and info["verifier_error"] is None, info["checks"]
+    assert refused(info, IN_PROCESS, "/app/calc.py"), info["tamper"]
+    assert info["checks_trusting_agent_code"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stdlib_module_shadowed_through_sys_path_is_refused(backend):
+    """A check puts /app first on sys.path; the agent's /app/colorsys.py (and json, pathlib, pytest) would then
+    be what a later import gets. The import that resolves to /app is refused; the others are never imported."""
+    expected = agent_module_baseline(backend)
+    forge = forge_py("agent-module", exit_after=True)
+    cmds = [write(f"/app/{name}.py", forge) for name in ("colorsys", "json", "pathlib", "pytest")]
+    reward, info = play(backend, "agent-module", cmds)
+    assert (reward, info["passed"], info["total"]) == expected and info["verifier_error"] is None, info["checks"]
+    assert refused(info, SHADOWED, "/app/colorsys.py"), info["tamper"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_imported_tasks_agent_module_changes_at_most_its_own_check(backend, stand_in_images):
+    """An imported (Harbor) task's check imports the agent's /app/calc.py in process: t1 lets it and records it.
+    The module forges a pass for every check and 20 invented ones on every fd (its check's event pipe too) and
+    exits. Only its own check's result can change; every other check has the no-op's result, the total is the
+    package's, and the forged lines for other checks are tamper events."""
+    expected = baseline(backend, "hb-agent-module")
+    _, noop = play(backend, "hb-agent-module", [])
+    attack = forge_py("hb-agent-module", exit_after=True)
+    reward, info = play(backend, "hb-agent-module", [write("/app/calc.py", attack)])
+    assert info["total"] == expected[2] and info["passed"] <= expected[1] + 1, info["checks"]
+    others = [(c["name"], c["passed"]) for c in info["checks"] if c["name"] != HB_IMPORTS]
+    assert others == [(c["name"], c["passed"]) for c in noop["checks"] if c["name"] != HB_IMPORTS]
+    assert info["checks_trusting_agent_code"] == [HB_IMPORTS]
+    assert any(t["kind"] == "cross_check_result" and t["detail"].startswith(HB_IMPORTS) for t in info["tamper"]), info["tamper"]
+    assert noop["checks_trusting_agent_code"] == []  # no calc.py, no agent code: nothing to record
