@@ -517,6 +517,41 @@ def test_agent_processes_cannot_reach_the_shared_mode_verifier(backend, make_tas
         assert "opened" not in tries.values() and tries["ptrace"] != "attached", (pid, tries)
 
 
+# -- shared mode: processes that wake each other, against the freeze -----------------------------------
+
+WAKERS = textwrap.dedent(
+    """
+    import os, signal, time
+    exec(open("/tmp/.forge.py").read())  # defines _blob, the forged report
+    os.fork()  # two lines of descent, each waking every process it sees (a SIGSTOP freezer's work undone)
+    end, n = time.time() + 120, 0
+    while time.time() < end:
+        for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+            try:
+                os.kill(pid, signal.SIGCONT)
+                if b"run_checks" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    w = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(w, _blob)
+                    os.close(w)
+            except OSError:
+                pass
+        n += 1
+        if n % 20 == 0 and os.fork() != 0:
+            os._exit(0)  # re-fork: the line goes on under a new pid, one a freezer has not seen yet
+    """
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_processes_that_sigcont_each_other_cannot_outrun_the_freeze(backend):
+    """Where no cgroup freezer is writable (t1 as a normal user: CI runs this file as one too), the freeze is
+    ptrace's, which a SIGCONT does not undo; a SIGSTOP loop lost this race (3/3 forged in 2 of 7 runs)."""
+    info = assert_no_gain(backend, "service", [write("/tmp/.forge.py", forge_py("service", exit_after=False)),
+                                               write("/tmp/.wakers.py", WAKERS), bg("python3 /tmp/.wakers.py")])
+    if backend == "local":
+        assert any("frozen (" in n for n in info["verifier_notes"]), info["verifier_notes"]
+
+
 # -- agent code in the checks' process (issue 24, part 1) ---------------------------------------------------
 # The verifier's reporting process never runs test code: each declared check runs in a process of its own,
 # whose events the parent accepts only for that check. ``integrity-agent-module`` (t1 format: agent code in a
