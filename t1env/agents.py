@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from t1env.agent.protocol import COMMAND, KEYS, SUBMIT, Action, format_observation
 from t1env.task import Task
 
 
@@ -104,22 +105,34 @@ class NopAgent:
 
 
 class HumanAgent:
-    """Reads actions from a terminal. ``:submit`` submits, ``:keys A B C`` sends named keys."""
+    """Reads actions from a terminal. ``:submit`` submits, ``:keys A B C`` sends named keys.
 
-    def __init__(self, stdin=None, stdout=None):
+    The human sees what a model sees (:mod:`t1env.agent.protocol`): the instruction, then each output cut in the
+    middle past ``max_observation_chars`` and followed by ``[exit code: N]``.
+    """
+
+    def __init__(self, stdin=None, stdout=None, max_observation_chars: int = 8000):
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        self.max_observation_chars = max_observation_chars
+        self._started = False
 
     def act(self, observation: str, info: dict) -> Any:
-        self.stdout.write(observation if observation.endswith("\n") or not observation else observation + "\n")
+        text = format_observation(observation, info, self.max_observation_chars) if self._started else observation
+        self._started = True
+        self.stdout.write(text if text.endswith("\n") or not text else text + "\n")
         self.stdout.write("t1$ ")
         self.stdout.flush()
-        line = self.stdin.readline()
+        return self.parse(self.stdin.readline()).to_env()
+
+    @staticmethod
+    def parse(line: str) -> Action:
+        """A typed line as an action: ``:submit`` (or end of input), ``:keys A B C``, else a command."""
         if not line or line.strip() == ":submit":
-            return {"submit": True}
+            return Action(SUBMIT)
         if line.startswith(":keys "):
-            return {"keys": line[len(":keys ") :].split(), "wait": 1.0}
-        return line.rstrip("\n") or "true"
+            return Action(KEYS, keys=line[len(":keys ") :].split(), wait=1.0)
+        return Action(COMMAND, command=line.rstrip("\n") or "true")
 
 
 @dataclass

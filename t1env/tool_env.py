@@ -7,9 +7,14 @@ call, and calls ``get_reward()`` once the rollout is complete. Here:
 * ``reset(**row)`` starts a fresh sandbox for ``row["task"]`` (or a task picked from ``row["seed"]``)
   and returns the task's instruction;
 * ``bash(command)`` runs a command in the sandbox and returns its output and exit code;
+* ``keys(keys, wait)`` types keys into a full-screen program and returns the screen;
 * ``submit()`` ends the episode and runs the verifier;
 * ``get_reward()`` runs the verifier if the model never submitted, and returns the reward (by
   default the number of passing checks); the sandbox is stopped as soon as the episode ends.
+
+These are the ``tools`` style of the agent protocol (:mod:`t1env.agent.protocol`, ``docs/protocol.md``): the
+same tools as :data:`~t1env.agent.protocol.TOOLS`, the same observation text (output cut in the middle past
+``max_observation_chars``, then ``[exit code: N]``) as ``t1train`` and ``t1env eval`` give the model.
 
 Each instance holds at most one sandbox, only while its episode runs: ``prestart`` is off (TRL makes
 one instance per rollout, so a prestarted spare would never be used). ``close()`` frees whatever is
@@ -28,15 +33,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from t1env.agent.protocol import Protocol
 from t1env.env import TerminalEnv
 
 
 class TerminalToolEnv:
     """One t1 episode per TRL rollout. Keyword arguments go to :class:`~t1env.env.TerminalEnv`
-    (``prestart`` defaults to False here)."""
+    (``prestart`` defaults to False here), except ``max_observation_chars`` (the protocol's, default 8000)."""
 
-    def __init__(self, **env_kwargs: Any):
+    def __init__(self, max_observation_chars: int = 8000, **env_kwargs: Any):
         env_kwargs.setdefault("prestart", False)
+        self._protocol = Protocol(name="tools", max_observation_chars=max_observation_chars)
         self._env = TerminalEnv(**env_kwargs)
         self._reward: float | None = None
         self._active = False
@@ -63,15 +70,30 @@ class TerminalToolEnv:
         Returns:
             The command's combined stdout and stderr, followed by its exit code.
         """
+        return self._play({"command": command})
+
+    def keys(self, keys: list[str], wait: float = 0.5) -> str:
+        """Type keys into a full-screen program running in the terminal (an editor, a pager, a REPL) and return
+        the screen.
+
+        Args:
+            keys: Keys to send, in order: text, or key names such as "Enter", "Escape", "C-c", e.g. [":wq", "Enter"].
+            wait: Seconds to wait before reading the screen.
+
+        Returns:
+            The terminal's screen after the keys.
+        """
+        return self._play({"keys": keys, "wait": wait})
+
+    def _play(self, action: dict) -> str:
         if not self._active:
             return "[t1] the episode is over; no more commands can run"
-        obs, reward, terminated, truncated, info = self._env.step(command)
+        obs, reward, terminated, truncated, info = self._env.step(action)
         self.last_info = info
         if terminated or truncated:
             self._end(reward)
             return f"{obs}\n[t1] the episode ended ({info.get('end_reason')})"
-        code = info.get("exit_code")
-        return f"{obs}\n[exit code: {code if code is not None else 'none (see note)'}]"
+        return self._protocol.observation(obs, info)
 
     def submit(self) -> str:
         """Submit the task for grading. Call this once the task is done; no command can run after it.

@@ -209,6 +209,7 @@ def run_sft_section(cfg, targs, model, tokenizer):
     trainer.save_model(out)  # written by the main process only, under `accelerate launch`
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(out)
+        targs.rollout_config().agent_protocol(targs.max_new_tokens).save(out)  # what t1env eval --agent hf reads
         print(f"sft: saved to {out}")
     return trainer.model
 

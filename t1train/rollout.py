@@ -4,8 +4,8 @@ Story of one episode
 --------------------
 1. ``env.reset(seed)`` gives the task instruction; the prompt is ``system + instruction`` rendered with the
    model's chat template (``Tito.prompt_ids``).
-2. The engine samples a turn from the prompt ids. The text of the turn is parsed for an action
-   (``t1train/actions.py``: a ``bash`` tool call, a fenced ```` ```bash ```` block, or ``SUBMIT``).
+2. The engine samples a turn from the prompt ids. The text of the turn is parsed for an action (the ``text``
+   protocol of ``t1env/agent/protocol.py``: a ``bash`` tool call, a fenced ```` ```bash ```` block, or ``SUBMIT``).
 3. A command goes to ``env.step(command)``; its output (plus ``[exit code: N]``) becomes the next message. No
    action: the next message restates the action format, and the env is not stepped.
 4. The next prompt is the previous prompt ids + the sampled ids + the bridge ids of the new message (TITO).
@@ -22,6 +22,10 @@ batched into one ``engine.generate`` call; while it runs, other episodes' comman
 ``max_concurrency > 1`` (SGLang) gets several generate calls in flight, so a slow batch does not hold back
 episodes that are ready.
 
+The system prompt, the parser, the observation format and the turn and context rules are the protocol's
+(:class:`t1env.agent.protocol.Protocol`, built from :class:`RolloutConfig` by :meth:`RolloutConfig.agent_protocol`):
+``t1env eval --agent hf`` uses the same ones on a checkpoint trained here (``docs/protocol.md``).
+
 Example:
     See ``docs/training.md``; ``t1train rollout --config t1train/configs/rollout-tiny.yaml`` runs this end to end.
 """
@@ -35,20 +39,20 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from t1train.actions import COMMAND, FORMAT_HELP, NONE, SUBMIT, TRUNCATED_HELP, Action, parse_action
+from t1env.agent.protocol import (
+    COMMAND,
+    PROTOCOLS,
+    SUBMIT,
+    TEXT_SYSTEM_PROMPT,
+    TRUNCATED_TURNS,
+    Protocol,
+    format_observation,  # noqa: F401 - re-exported for callers of t1train.rollout.format_observation
+)
 from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Engine, Generation, SamplingParams, episode_seed
 from t1train.tito import Tito, loss_region_drift, retokenize_drift
 from t1train.trajectory import Trajectory, Turn
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an agent operating a Linux shell to complete a task. Each turn, think briefly, then give exactly one "
-    "action: a command in a fenced block (```bash\\n<command>\\n```) or a tool call "
-    '(<tool_call>{"name": "bash", "arguments": {"command": "<command>"}}</tool_call>). You will see its output. '
-    "When the task is complete, write SUBMIT on its own line."
-)
-
-
-TRUNCATED_TURNS = ("act", "reject")  # what the loop does with a turn cut by max_new_tokens (RolloutConfig)
+DEFAULT_SYSTEM_PROMPT = TEXT_SYSTEM_PROMPT  # the text protocol's: one home, t1env/agent/protocol.py
 
 
 @dataclass
@@ -83,6 +87,9 @@ class RolloutConfig:
     """Where the envs' sandboxes run: ``inprocess`` (here) or ``ray`` (Ray workers; ``t1env.executor``)."""
     ray_address: str | None = "auto"
     """With ``executor: ray``: the cluster to join (``auto``: the one ``ray start`` made on this machine)."""
+    protocol: str = "text"
+    """The agent protocol style (``docs/protocol.md``). The rollout speaks ``text``: the model writes its action in
+    its reply (``tools``, native tool calling, is for ``t1env eval --agent openai`` and ``TerminalToolEnv``)."""
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_turns < 1:
@@ -92,6 +99,18 @@ class RolloutConfig:
         check_truncated_turns(self.truncated_turns)
         if self.observation_role not in ("user", "tool"):
             raise ValueError(f"observation_role must be 'user' or 'tool', got {self.observation_role!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.protocol != "text":
+            raise ValueError(f"protocol {self.protocol!r}: the rollout trains with protocol: text (the model writes "
+                             "its action in its reply); tools is for t1env eval --agent openai and TerminalToolEnv")
+
+    def agent_protocol(self, max_new_tokens: int | None = None) -> Protocol:
+        """The protocol this loop speaks (what a checkpoint trained with it records, ``t1_protocol.json``)."""
+        return Protocol(name=self.protocol, system_prompt=self.system_prompt, observation_role=self.observation_role,
+                        max_observation_chars=self.max_observation_chars, max_new_tokens=max_new_tokens,
+                        max_context_tokens=self.max_context_tokens, max_turns=self.max_turns,
+                        truncated_turns=self.truncated_turns, chat_template=self.chat_template)
 
 
 def check_truncated_turns(mode: str) -> None:
@@ -134,22 +153,6 @@ def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None,
     return make_env
 
 
-def format_observation(obs: str, info: dict, max_chars: int) -> str:
-    """The observation message: the command's output, then ``[exit code: N]`` (and a note on timeouts)."""
-    text = obs if isinstance(obs, str) else str(obs)
-    if len(text) > max_chars:
-        half = max_chars // 2
-        text = text[:half] + f"\n[... {len(text) - 2 * half} characters cut ...]\n" + text[-half:]
-    notes = []
-    if info.get("timed_out"):
-        notes.append("[the command timed out]")
-    if info.get("exit_code") is not None:
-        notes.append(f"[exit code: {info['exit_code']}]")
-    if notes:
-        text = (text.rstrip("\n") + "\n" if text.strip() else "") + " ".join(notes)
-    return text
-
-
 # ------------------------------------------------------------------------------------------------ episode state
 @dataclass
 class _Episode:
@@ -183,6 +186,7 @@ class RolloutRunner:
         self.make_env = make_env
         self.sampling = sampling
         self.config = config or RolloutConfig()
+        self.protocol = self.config.agent_protocol(sampling.max_new_tokens)
         self.tito = Tito(tokenizer, self.config.chat_template, self.config.on_non_prefix)
         self.tito.check_template_or_warn(self.config.observation_role)
 
@@ -190,10 +194,7 @@ class RolloutRunner:
     def _start(self, ep: _Episode) -> _Episode:
         ep.env = self.make_env(ep.spec.task)
         obs, info = ep.env.reset(seed=ep.spec.seed)
-        messages = []
-        if self.config.system_prompt:
-            messages.append({"role": "system", "content": self.config.system_prompt})
-        messages.append({"role": "user", "content": obs})
+        messages = self.protocol.first_messages(obs)
         ep.history = messages
         ep.ids = self.tito.prompt_ids(messages)
         ep.traj = Trajectory(task_id=info.get("task_id", ep.spec.task), seed=ep.spec.seed, prompt_ids=list(ep.ids),
@@ -324,9 +325,7 @@ class RolloutRunner:
             traj.termination = "aborted"
             return True
 
-        action = parse_action(text)
-        if gen.finish_reason == FINISH_LENGTH and self.config.truncated_turns == "reject" and action.kind != NONE:
-            action = Action(NONE, error=TRUNCATED_HELP)
+        action = self.protocol.parse(text, cut=gen.finish_reason == FINISH_LENGTH)
         turn.action = action.to_dict()
         ep.pending_turn, ep.pending_generation = turn, gen
         if action.kind == SUBMIT:
@@ -335,7 +334,7 @@ class RolloutRunner:
             futures[pool.submit(self._step, ep, action.command)] = ("step", ep)
         elif self._at_limit(ep):
             return self._end_early(ep, "max_turns", futures, pool)
-        elif not self._continue(ep, action.error or FORMAT_HELP, ready):
+        elif not self._continue(ep, self.protocol.answer_message(action), ready):
             return self._end_early(ep, "context_limit", futures, pool)
         return False
 
@@ -358,15 +357,15 @@ class RolloutRunner:
             return True
         if self._at_limit(ep):
             return self._end_early(ep, "max_turns", futures, pool)
-        if not self._continue(ep, format_observation(obs, info, self.config.max_observation_chars), ready):
+        if not self._continue(ep, self.protocol.observation_message(obs, info), ready):
             return self._end_early(ep, "context_limit", futures, pool)
         return False
 
     def _at_limit(self, ep: _Episode) -> bool:
-        return len(ep.traj.turns) >= self.config.max_turns
+        return self.protocol.at_turn_limit(len(ep.traj.turns))
 
     def _fits(self, ep: _Episode) -> bool:
-        return len(ep.ids) + self.sampling.max_new_tokens <= self.config.max_context_tokens
+        return self.protocol.fits(len(ep.ids))
 
     def _end_early(self, ep: _Episode, reason: str, futures, pool) -> bool:
         """End at a loop limit; submit for the agent if configured. Returns True when nothing is left to wait for."""
@@ -377,15 +376,14 @@ class RolloutRunner:
             return False
         return True
 
-    def _continue(self, ep: _Episode, observation: str, ready: list) -> bool:
+    def _continue(self, ep: _Episode, message: dict, ready: list) -> bool:
         """Append the observation message via the TITO bridge and queue the episode for generation.
         Returns False when the next turn would not fit in the context."""
         turn, gen, traj = ep.pending_turn, ep.pending_generation, ep.traj
-        message = {"role": self.config.observation_role, "content": observation}
         history = traj.messages[:-1]  # the conversation as the model saw it before this turn
         bridge = self.tito.bridge(history, gen, [message], turn_index=len(traj.turns) - 1)
         turn.bridge_ids = bridge.ids
-        turn.observation = observation
+        turn.observation = message["content"]
         if bridge.drift is not None:
             traj.drift_events.append(bridge.drift.to_dict())
         traj.messages.append(message)

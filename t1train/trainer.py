@@ -74,7 +74,7 @@ from trl.trainer.utils import pad
 
 from t1train import ppo
 from t1train.engines.base import SamplingParams, episode_seed
-from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
+from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory
 from t1train.storage import EpisodeLog, publish_dir, staging_dir
 from t1train.tito import loss_region_drift
 from t1train.trainer_config import ALGORITHMS, T1Config
@@ -179,10 +179,7 @@ class T1Trainer(GRPOTrainer):
             from t1train.r3 import RoutingReplay
 
             self.routing_replay = RoutingReplay(self.model)  # a clear error if the policy has no MoE router
-        self.rollout_config = RolloutConfig(concurrency=args.rollout_concurrency, max_turns=args.max_turns,
-                                            max_context_tokens=args.max_context_tokens,
-                                            system_prompt=args.system_prompt, return_routed_experts=args.r3,
-                                            truncated_turns=args.truncated_turns)
+        self.rollout_config = args.rollout_config()
         self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                        top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
         self._rollout_calls: dict[tuple[str, int], int] = {}
@@ -716,6 +713,8 @@ class T1Trainer(GRPOTrainer):
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
         super().save_model(output_dir, _internal_call)
+        if self.args.should_save:  # the protocol the model was trained with, for `t1env eval --agent hf`
+            self.rollout_config.agent_protocol(self.args.max_new_tokens).save(output_dir or self.args.output_dir)
         if self.value_model is not None and not _internal_call and self.args.should_save:
             self.value_model.save_pretrained(Path(output_dir or self.args.output_dir) / "value_model")
 

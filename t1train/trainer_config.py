@@ -15,7 +15,7 @@ import torch
 from trl import GRPOConfig
 
 from t1train import ppo
-from t1train.rollout import DEFAULT_SYSTEM_PROMPT, check_truncated_turns
+from t1train.rollout import DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
 
 ALGORITHMS = ("ppo", "grpo", "gspo")
 
@@ -52,6 +52,9 @@ class T1Config(GRPOConfig):
     ray_address: str | None = field(default="auto", metadata={
         "help": "With rollout_executor=ray: the Ray cluster to join (auto: the local `ray start` one)."})
     system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every episode."})
+    protocol: str = field(default="text", metadata={
+        "help": "Agent protocol (docs/protocol.md): text, the model writes its action in its reply. Checkpoints record "
+                "it with the system prompt and limits in t1_protocol.json, which t1env eval --agent hf reads."})
     # ---- engine
     engine: str = field(default="hf", metadata={
         "help": "hf: sample in this process with the policy's own parameters (no weight copy); sglang: an SGLang "
@@ -148,7 +151,16 @@ class T1Config(GRPOConfig):
             self.bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         if multi_cpu():
             self.use_cpu = True  # else each process of `torchrun --nproc_per_node N` would train alone
+        self.rollout_config()  # a bad protocol fails here, with the rollout's message
         super().__post_init__()
+
+    def rollout_config(self) -> RolloutConfig:
+        """The agent loop of this run's episodes; ``.agent_protocol(self.max_new_tokens)`` is what its checkpoints
+        record (``t1_protocol.json``, docs/protocol.md)."""
+        return RolloutConfig(concurrency=self.rollout_concurrency, max_turns=self.max_turns,
+                             max_context_tokens=self.max_context_tokens, system_prompt=self.system_prompt,
+                             return_routed_experts=self.r3, truncated_turns=self.truncated_turns,
+                             protocol=self.protocol)
 
 
 def multi_cpu() -> bool:

@@ -1,6 +1,9 @@
 """The agents ``t1env eval`` can run, and the small protocol a user's own agent implements.
 
-The protocol (``--agent module:Class``): one agent object per trial, made as ``Class(task)`` with the
+What the model agents say and hear is the agent protocol of :mod:`t1env.agent.protocol` (``docs/protocol.md``):
+the one ``t1train`` trains with, so a checkpoint is evaluated on its own prompts.
+
+The protocol of your own agent (``--agent module:Class``): one agent object per trial, made as ``Class(task)`` with the
 :class:`~t1env.task.Task` (its ``instruction``, ``spec.limits`` and ``spec.id`` are the useful parts), then:
 
 * ``act(observation: str, info: dict) -> action`` — an env action: a command string, ``{"command": str,
@@ -45,12 +48,16 @@ class EvalOptions:
     "environment variable holding the API key (``--api-key-env``); a local server takes any key"
     temperature: float = 0.0
     "sampling temperature"
-    max_tokens: int = 1024
-    "completion tokens per model call"
+    max_tokens: int | None = None
+    "completion tokens per model call (default: a checkpoint's t1_protocol.json for --agent hf, else 1024)"
     max_observation_chars: int = 8000
     "observation characters sent to the model per turn (head and tail kept, the middle dropped)"
     tool_mode: str = "auto"
     "``auto`` (tool calling, falling back to plain text when the server refuses tools), ``tools`` or ``text``"
+    protocol: str | None = None
+    """agent protocol, ``text`` or ``tools`` (``docs/protocol.md``; ``--protocol``). Default: for ``--agent hf`` the
+    one the checkpoint was trained with (its ``t1_protocol.json``), else ``text``; for ``--agent openai``
+    ``tool_mode``"""
     max_retries: int = 5
     "retries of a model call on 429/5xx/connection errors, with exponential backoff"
     request_timeout: float = 120.0
@@ -81,15 +88,17 @@ def check_agent_spec(spec: str, options: EvalOptions) -> None:
     if spec == "openai":
         if not options.model:
             raise ValueError("--agent openai needs --model NAME (and --base-url URL for a non-default server)")
-        from t1env.eval.openai_agent import require_openai
+        from t1env.eval.openai_agent import require_openai, tool_mode
 
         require_openai()
+        tool_mode(options)
     elif spec == "hf":
         if not options.model:
             raise ValueError("--agent hf needs --model PATH (a checkpoint folder)")
-        from t1env.eval.hf_agent import load
+        from t1env.eval.hf_agent import agent_protocol, load
 
         load(options.model)  # a bad checkpoint fails here, once
+        agent_protocol(options)  # and so does a bad t1_protocol.json or --protocol
     elif spec not in BUILTIN_AGENTS:
         load_class(spec)
 

@@ -70,11 +70,12 @@ def _config_from_args(args) -> EvalConfig:
     options = EvalOptions(
         model=args.model, base_url=args.base_url, api_key_env=args.api_key_env, temperature=args.temperature,
         max_tokens=args.max_tokens, max_observation_chars=args.max_observation_chars, tool_mode=args.tool_mode,
+        protocol=args.protocol,
         max_retries=args.max_retries, request_timeout=args.request_timeout,
         price_prompt_per_mtok=args.price_prompt, price_completion_per_mtok=args.price_completion,
     )
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-observation-chars", args.max_observation_chars)):
-        if value < 1:
+        if value is not None and value < 1:
             raise ValueError(f"{flag} must be an integer >= 1, got {value}")
     for flag, value in (("--max-retries", args.max_retries), ("--price-prompt", args.price_prompt),
                         ("--price-completion", args.price_completion), ("--temperature", args.temperature)):
@@ -210,10 +211,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=int, default=1024, help="completion tokens per model call")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="completion tokens per model call (default: the checkpoint's t1_protocol.json, else 1024)")
     p.add_argument("--max-observation-chars", type=int, default=8000, help="observation characters per turn")
+    p.add_argument("--protocol", choices=["text", "tools"], default=None,
+                   help="agent protocol (docs/protocol.md): text (the action in the reply) or tools (tool calling); "
+                        "default: --agent hf the checkpoint's (t1_protocol.json), --agent openai --tool-mode")
     p.add_argument("--tool-mode", choices=["auto", "tools", "text"], default="auto",
-                   help="tool calling, plain text (commands in ```bash blocks), or tools with a text fallback")
+                   help="--agent openai without --protocol: tools with a text fallback (auto), tools or text")
     p.add_argument("--max-retries", type=int, default=5, help="retries of a model call on 429/5xx (backoff)")
     p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per model request")
     p.add_argument("--price-prompt", type=float, default=0.0, help="USD per million prompt tokens (cost estimate)")

@@ -1,65 +1,41 @@
 """An agent backed by a model behind an OpenAI-compatible chat server (vLLM, SGLang, ``transformers serve``,
 Ollama, a hosted API), on the official ``openai`` client (the ``eval`` extra: ``pip install 't1[eval]'``).
 
-How it talks to the model:
+It speaks the agent protocol of :mod:`t1env.agent.protocol` (``docs/protocol.md``), the one ``t1train`` trains with:
 
-* **tool calling** (``tool_mode="tools"``, or ``"auto"`` while the server accepts tools): three tools, ``bash``
-  (``command``, optional ``timeout``), ``keys`` (keystrokes for full-screen programs: ``keys``, optional ``wait``)
-  and ``submit``. Each observation goes back as the ``tool`` message of its call; several calls in one reply run in
-  order;
-* **plain text** (``tool_mode="text"``, or ``"auto"`` after the server refuses a request with tools with a 400
-  error): the model puts one command in a fenced block (```` ```bash ````), or writes ``SUBMIT`` on a line of its
-  own; the observation goes back as a user message. A reply with neither gets one reminder; a second such reply
-  in a row ends the trial (submit), recorded in the trajectory;
-* a ``tools``-mode reply with no tool call is read as plain text too (many servers leave calls in the content).
+* ``--protocol tools`` (native tool calling): the :data:`~t1env.agent.protocol.TOOLS` ``bash`` (``command``,
+  optional ``timeout``), ``keys`` (keystrokes for full-screen programs: ``keys``, optional ``wait``) and ``submit``.
+  Each observation goes back as the ``tool`` message of its call; several calls in one reply run in order;
+* ``--protocol text``: the model writes one action in its reply (a fenced ```` ```bash ```` block, a
+  ``<tool_call>``, or ``SUBMIT`` on a line of its own); the observation goes back as a user message;
+* by default (``auto``), tools while the server accepts them, and text after it refuses a request with tools
+  with a 400 error. A ``tools`` reply with no tool call is read as text too (many servers leave calls in the
+  content).
+
+Observations are the protocol's (the output, head and tail kept past ``max_observation_chars``, then
+``[exit code: N]``). A reply with no valid action is answered with what was wrong and the action format, and counts
+as a turn like any other; at the task's turn limit (``limits.max_turns``) the trial is submitted.
 
 Retries: the client retries 408/409/429/5xx and connection errors ``max_retries`` times with exponential backoff
 (and honours ``Retry-After``). Tokens come from each response's ``usage``; cost is ``usage × price`` when prices
-are given. Observations over ``max_observation_chars`` keep their head and tail with a note of what was cut.
+are given.
+
+Example:
+    >>> tool_call_action("bash", '{"command": "ls"}')
+    {'command': 'ls'}
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from typing import Any
 
+from t1env.agent.protocol import NONE, TOOLS_HELP, Protocol, parse_tool_call
 from t1env.eval.agents import EvalOptions
 from t1env.task import Task
 
-TOOLS = [
-    {"type": "function", "function": {
-        "name": "bash", "description": "Run one shell command in the task's terminal and see its output.",
-        "parameters": {"type": "object", "properties": {
-            "command": {"type": "string", "description": "the command line"},
-            "timeout": {"type": "number", "description": "seconds to wait for it (optional)"}},
-            "required": ["command"]}}},
-    {"type": "function", "function": {
-        "name": "keys", "description": "Type keys into a full-screen program (e.g. ['q'], ['Escape', ':wq', 'Enter']).",
-        "parameters": {"type": "object", "properties": {
-            "keys": {"type": "array", "items": {"type": "string"}},
-            "wait": {"type": "number", "description": "seconds to wait before reading the screen (optional)"}},
-            "required": ["keys"]}}},
-    {"type": "function", "function": {
-        "name": "submit", "description": "Finish: your work is checked now. Call it when the task is done.",
-        "parameters": {"type": "object", "properties": {}}}},
-]
-
-SYSTEM_PROMPT = """You are operating a Linux terminal to complete a task. The task's files are in the working \
-directory. Work step by step: run a command, read its output, decide the next one. When the task is done, submit.
-{how}"""
-
-HOW_TOOLS = "Use the tools: `bash` runs a command, `keys` types into full-screen programs, `submit` finishes."
-HOW_TEXT = """Reply with exactly one command in a fenced block, like:
-```bash
-ls -la
-```
-When the task is done, reply with the single word SUBMIT on a line of its own."""
-
-REMINDER = "Your reply had no command. Put one command in a ```bash fenced block, or write SUBMIT to finish."
-_FENCE = re.compile(r"```[ \t]*(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
-_SUBMIT = re.compile(r"^\s*SUBMIT\s*$", re.MULTILINE)
+DEFAULT_MAX_TOKENS = 1024
+TOOL_MODES = ("auto", "tools", "text")
 
 
 def require_openai() -> None:
@@ -69,66 +45,17 @@ def require_openai() -> None:
         raise ValueError("--agent openai needs the openai package: pip install 't1[eval]'") from None
 
 
-def truncate_observation(text: str, limit: int) -> str:
-    """Keep the head and tail of ``text`` within ``limit`` characters, saying how much of the middle was cut.
-
-    Example:
-        >>> truncate_observation("a" * 10 + "b" * 10, 12)
-        'aaaaaa\\n[... 8 characters cut ...]\\nbbbbbb'
-    """
-    if len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
-
-
-def parse_text_action(content: str) -> dict | None:
-    """The action in a plain-text reply: the first fenced block's command, else ``SUBMIT``, else ``None``.
-
-    Example:
-        >>> parse_text_action("I'll list.\\n```bash\\nls -la\\n```")
-        {'command': 'ls -la'}
-        >>> parse_text_action("All done.\\nSUBMIT")
-        {'submit': True}
-    """
-    m = _FENCE.search(content or "")
-    if m and m.group(1).strip():
-        return {"command": m.group(1).strip()}
-    if _SUBMIT.search(content or ""):
-        return {"submit": True}
-    return None
-
-
 def tool_call_action(name: str, arguments: str | dict) -> dict:
     """The env action for one tool call; malformed arguments raise ``ValueError`` (sent back to the model)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except json.JSONDecodeError as e:
-            raise ValueError(f"arguments are not valid JSON: {e}") from None
-    if not isinstance(arguments, dict):
-        raise ValueError("arguments must be a JSON object")  # noqa: TRY004 - told to the model, like the others
-    if name == "submit":
-        return {"submit": True}
-    if name == "bash":
-        if not isinstance(arguments.get("command"), str) or not arguments["command"].strip():
-            raise ValueError("bash needs a non-empty string 'command'")
-        action = {"command": arguments["command"]}
-        if isinstance(arguments.get("timeout"), (int, float)) and arguments["timeout"] > 0:
-            action["timeout"] = float(arguments["timeout"])
-        return action
-    if name == "keys":
-        keys = arguments.get("keys")
-        if isinstance(keys, str):
-            keys = [keys]
-        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-            raise ValueError("keys needs a non-empty list of strings 'keys'")
-        action = {"keys": keys}
-        if isinstance(arguments.get("wait"), (int, float)) and arguments["wait"] > 0:
-            action["wait"] = float(arguments["wait"])
-        return action
-    raise ValueError(f"unknown tool {name!r}: use bash, keys or submit")
+    return parse_tool_call(name, arguments).to_env()
+
+
+def tool_mode(options: EvalOptions) -> str:
+    """``auto``, ``tools`` or ``text``: ``--protocol`` when given, else ``--tool-mode``."""
+    mode = options.protocol or options.tool_mode
+    if mode not in TOOL_MODES:
+        raise ValueError(f"--protocol must be text or tools (or --tool-mode auto), got {mode!r}")
+    return mode
 
 
 class OpenAIAgent:
@@ -143,26 +70,30 @@ class OpenAIAgent:
             base_url=options.base_url, api_key=os.environ.get(options.api_key_env) or "not-needed",
             max_retries=options.max_retries, timeout=options.request_timeout,
         )
-        if options.tool_mode not in ("auto", "tools", "text"):
-            raise ValueError(f"--tool-mode must be auto, tools or text, got {options.tool_mode!r}")
-        self.use_tools = options.tool_mode != "text"
+        self.mode = tool_mode(options)
+        self.protocol = Protocol(name="text" if self.mode == "text" else "tools",
+                                 max_observation_chars=options.max_observation_chars,
+                                 max_new_tokens=options.max_tokens or DEFAULT_MAX_TOKENS)
         self.messages: list[dict] = []
         self.queue: list[tuple[str | None, dict]] = []  # (tool call id, action) not yet played
         self.waiting_call: str | None = None  # the tool call whose observation comes with the next act()
         self.last_turn: dict | None = None
         self.calls = 0
+        self.turns = 0  # model replies: every one counts towards the turn limit, one without an action too
+
+    @property
+    def use_tools(self) -> bool:
+        return self.protocol.name == "tools"
 
     # -- the protocol -------------------------------------------------------------------------
     def act(self, observation: str, info: dict) -> dict:
-        obs = truncate_observation(observation, self.options.max_observation_chars)
         if not self.messages:
-            how = HOW_TOOLS if self.use_tools else HOW_TEXT
-            self.messages = [{"role": "system", "content": SYSTEM_PROMPT.format(how=how)},
-                             {"role": "user", "content": obs}]
+            self.messages = self.protocol.first_messages(observation)
         elif self.waiting_call is not None:
-            self.messages.append({"role": "tool", "tool_call_id": self.waiting_call, "content": obs})
+            self.messages.append({"role": "tool", "tool_call_id": self.waiting_call,
+                                  "content": self.protocol.observation(observation, info)})
         else:
-            self.messages.append({"role": "user", "content": f"Output:\n```\n{obs}\n```"})
+            self.messages.append(self.protocol.observation_message(observation, info))
         self.waiting_call = None
         if self.queue:
             self.last_turn = {}  # a later call of the same reply: its tokens were counted with the first
@@ -179,15 +110,16 @@ class OpenAIAgent:
         from openai import BadRequestError
 
         kwargs = {"model": self.options.model, "messages": self.messages, "temperature": self.options.temperature,
-                  "max_tokens": self.options.max_tokens}
+                  "max_tokens": self.protocol.max_new_tokens}
         if self.use_tools:
             try:
-                return self.client.chat.completions.create(tools=TOOLS, **kwargs)
+                return self.client.chat.completions.create(tools=self.protocol.tools, **kwargs)
             except BadRequestError:
-                if self.options.tool_mode == "tools":
+                if self.mode == "tools":
                     raise
-                self.use_tools = False  # the server refuses tools: plain text from here on
-                self.messages[0] = {"role": "system", "content": SYSTEM_PROMPT.format(how=HOW_TEXT)}
+                # the server refuses tools: the text protocol from here on, its system prompt included
+                self.protocol = self.protocol.replace(name="text")
+                self.messages[0] = {"role": "system", "content": self.protocol.system}
         return self.client.chat.completions.create(**kwargs)
 
     def _account(self, response: Any, turn: dict) -> None:
@@ -200,12 +132,18 @@ class OpenAIAgent:
         turn["cost_usd"] = turn.get("cost_usd", 0.0) + cost
 
     def _ask_model(self) -> None:
-        """Call the model until its reply holds an action; fill ``self.queue`` and ``self.last_turn``."""
+        """Call the model until its reply holds an action (or the turn limit is reached); fill ``self.queue`` and
+        ``self.last_turn``."""
         turn: dict = {}
         texts: list[str] = []
-        for reminder in (False, True):
+        while not self.queue:
+            if self.protocol.at_turn_limit(self.turns, self.task.spec.limits.max_turns):
+                texts.append(f"[t1] {self.turns} turns, the turn limit: the trial is submitted")
+                self.queue.append((None, {"submit": True}))
+                break
             response = self._complete()
             self.calls += 1
+            self.turns += 1
             self._account(response, turn)
             msg = response.choices[0].message
             content = msg.content or ""
@@ -215,38 +153,35 @@ class OpenAIAgent:
                 turn["reasoning"] = reasoning
             calls = list(msg.tool_calls or [])
             if calls:
-                self.messages.append({"role": "assistant", "content": content, "tool_calls": [
-                    {"id": c.id, "type": "function",
-                     "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"}}
-                    for c in calls]})
-                parsed, problems = [], {}
-                for c in calls:
-                    try:
-                        parsed.append((c.id, tool_call_action(c.function.name, c.function.arguments)))
-                    except ValueError as e:
-                        problems[c.id] = str(e)
-                if not problems:
-                    self.queue.extend(parsed)
-                    break
-                # answer every call of the reply (none ran) and ask again
-                for c in calls:
-                    why = problems.get(c.id, "not run: another call in this reply was invalid")
-                    self.messages.append({"role": "tool", "tool_call_id": c.id, "content": f"[t1] {why}"})
-                texts.append("[t1] invalid tool call: " + "; ".join(problems.values()))
-                if reminder:
-                    self.queue.append((None, {"submit": True}))
-                    texts.append("[t1] two replies without a valid action: the trial is submitted")
-                    break
+                self._tool_calls(content, calls, texts)
                 continue
             self.messages.append({"role": "assistant", "content": content})
-            action = parse_text_action(content)
-            if action is not None:
-                self.queue.append((None, action))
-                break
-            if reminder:
-                texts.append("[t1] two replies without a command: the trial is submitted")
-                self.queue.append((None, {"submit": True}))
-                break
-            self.messages.append({"role": "user", "content": REMINDER})
+            action = self.protocol.parse(content)
+            if action.kind != NONE:
+                self.queue.append((None, action.to_env()))
+            elif self.use_tools:
+                self.messages.append({"role": "user", "content": TOOLS_HELP})
+            else:
+                self.messages.append(self.protocol.answer_message(action))
         turn["message"] = "\n\n".join(t for t in texts if t)
         self.last_turn = turn
+
+    def _tool_calls(self, content: str, calls: list, texts: list[str]) -> None:
+        """Queue a reply's tool calls; if one is invalid, answer every call of the reply (none ran)."""
+        self.messages.append({"role": "assistant", "content": content, "tool_calls": [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"}}
+            for c in calls]})
+        parsed, problems = [], {}
+        for c in calls:
+            try:
+                parsed.append((c.id, tool_call_action(c.function.name, c.function.arguments)))
+            except ValueError as e:
+                problems[c.id] = str(e)
+        if not problems:
+            self.queue.extend(parsed)
+            return
+        for c in calls:
+            why = problems.get(c.id, "not run: another call in this reply was invalid")
+            self.messages.append({"role": "tool", "tool_call_id": c.id, "content": f"[t1] {why}"})
+        texts.append("[t1] invalid tool call: " + "; ".join(problems.values()))

@@ -6,6 +6,7 @@ import inspect
 import pytest
 from transformers.utils import get_json_schema
 
+from t1env.agent.protocol import TOOLS
 from t1env.agents import oracle_command
 from t1env.registry import get_task
 from t1env.tool_env import TerminalToolEnv
@@ -14,12 +15,22 @@ from t1env.tool_env import TerminalToolEnv
 def test_trl_sees_reset_get_reward_and_the_tools():
     # TRL lists functions on the class: `reset`, `get_reward`, and public methods as tools
     members = [n for n, _ in inspect.getmembers(TerminalToolEnv, predicate=inspect.isfunction) if not n.startswith("_")]
-    assert sorted(members) == ["bash", "get_reward", "reset", "submit"]
+    assert sorted(members) == ["bash", "get_reward", "keys", "reset", "submit"]
     schema = get_json_schema(TerminalToolEnv.bash)["function"]
     assert schema["name"] == "bash"
     assert schema["parameters"]["properties"]["command"]["type"] == "string"
     assert schema["parameters"]["required"] == ["command"]
     assert get_json_schema(TerminalToolEnv.submit)["function"]["parameters"]["properties"] == {}
+
+
+def test_the_tools_are_the_protocols():
+    """The tool env offers the agent protocol's tools (t1env.agent.protocol.TOOLS): same names, same required
+    arguments, and no argument the protocol does not know."""
+    for tool in TOOLS:
+        spec = tool["function"]
+        schema = get_json_schema(getattr(TerminalToolEnv, spec["name"]))["function"]
+        assert schema["parameters"].get("required", []) == spec["parameters"].get("required", [])
+        assert set(schema["parameters"]["properties"]) <= set(spec["parameters"]["properties"])
 
 
 def test_rollout_reward_is_passing_check_count():
