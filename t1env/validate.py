@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from t1env.agents import NopAgent, OracleAgent, run_episode
+from t1env.checks_lint import agent_code_problems
 from t1env.env import TerminalEnv
 from t1env.exploits import run_gate, verdicts
 from t1env.registry import get_task
@@ -74,6 +75,7 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, e
         empty = sorted(str(d.relative_to(task.path)) for d in task.env_dir.rglob("*") if d.is_dir() and not any(d.iterdir()))
         if empty:
             v.problems.append(f"empty folders are lost by git ({', '.join(empty)}): create them in environment/setup.sh")
+    v.problems += agent_code_problems(task)  # checks must not load the agent's code in process (t1env/checks_lint.py)
     try:
         v.problems += environment_problems(task, backend)
         env = TerminalEnv(task=str(task.path), backend=backend)
