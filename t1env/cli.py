@@ -44,6 +44,15 @@ VERIFIER_MODE_NOTES = {
     ),
 }
 
+# What `t1env show` says about a check that loads the agent's code into its own process (docs/sandbox.md).
+AGENT_CODE_NOTES = {
+    "refuse": "refused (each check runs in a process of its own; an import of the agent's code there fails and is a "
+              "tamper event: call it through t1check)",
+    "record": ("allowed and recorded (an imported task: its checks may import the agent's code into the check's "
+               "process, where that code can set the check's own result but no other; "
+               "info['checks_trusting_agent_code'] names them)"),
+}
+
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -109,6 +118,7 @@ def _cmd_show(args) -> int:
     console.print(f"environment {escape(str(s.environment.model_dump(exclude_none=True)))}")
     console.print(f"checks ({len(t.declared_checks())}): " + escape(", ".join(t.declared_checks())))
     console.print(f"verifier: {VERIFIER_MODE_NOTES[s.verifier.mode]}")
+    console.print(f"agent code in checks: {AGENT_CODE_NOTES['refuse' if t.origin is None else 'record']}")
     console.print(f"oracle commands: {oracle_command_count(t)}")
     console.rule("instruction")
     console.print(escape(t.instruction))

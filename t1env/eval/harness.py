@@ -130,7 +130,8 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
         "model": config.options.model, "category": task.spec.category, "difficulty": task.spec.difficulty,
         "reward": 0.0, "reward_mode": config.reward_mode, "passed": 0, "total": len(task.declared_checks()),
         "resolved": False, "checks": [], "end_reason": None, "turns": 0, "wall_time_s": 0.0,
-        "tokens": {"prompt": 0, "completion": 0}, "cost_usd": 0.0, "tamper": [], "error": None,
+        "tokens": {"prompt": 0, "completion": 0}, "cost_usd": 0.0, "tamper": [], "checks_trusting_agent_code": [],
+        "error": None,
         "started_at": _now(),
     }
     env = agent = None
@@ -164,6 +165,7 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
                 result.update(
                     reward=float(reward), passed=info["passed"], total=info["total"], resolved=bool(info["resolved"]),
                     checks=info["checks"], end_reason=info["end_reason"], tamper=info.get("tamper", []),
+                    checks_trusting_agent_code=info.get("checks_trusting_agent_code", []),
                     verifier_error=info.get("verifier_error"),
                 )
                 if info["end_reason"] == "sandbox_error":

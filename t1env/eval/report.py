@@ -115,7 +115,20 @@ def _summary_rows(name: str, m: dict) -> list[tuple[str, str]]:
              ("tokens per trial", (f"{m['tokens']['mean_prompt_per_trial']:.0f} prompt + "
                                    f"{m['tokens']['mean_completion_per_trial']:.0f} completion")),
              ("cost", f"${m['cost_usd']:.4f}")]
+    if m.get("trials_trusting_agent_code"):
+        rows.append(("trials whose checks ran agent code", f"{m['trials_trusting_agent_code']} (imported tasks; see below)"))
     return rows
+
+
+def _trusting_rows(jobs) -> list[list[str]]:
+    """Per job and task: the checks that ran the agent's code in their own process (imported tasks only)."""
+    return [[name, t, ", ".join(r["checks_trusting_agent_code"])] for name, m, _ in jobs
+            for t, r in m["per_task"].items() if r.get("checks_trusting_agent_code")]
+
+
+TRUSTING_NOTE = ("These imported tasks' checks import the agent's code into the check's own process: t1 records them "
+                 "(the agent's code there can set that check's result, and no other) instead of refusing the import "
+                 "as it does for t1-format tasks (docs/sandbox.md).")
 
 
 def _task_table(jobs) -> tuple[list[str], list[list[str]], list[str]]:
@@ -198,7 +211,12 @@ def write_report(job_dirs: list[Path], out: Path | None = None) -> list[Path]:
         md += ["## Flipped tasks", "", ", ".join(flipped) or "none", ""]
     for key, what in (("per_category", "category"), ("per_difficulty", "difficulty")):
         md += [f"## By {what}", "", _md_table(*_group_table(jobs, key, what)), ""]
-    md += ["## Per task", "", _md_table(head, rows), "", "## Plots", ""]
+    md += ["## Per task", "", _md_table(head, rows), ""]
+    trusting = _trusting_rows(jobs)
+    if trusting:
+        md += ["## Checks that ran agent code in process", "", TRUSTING_NOTE, "",
+               _md_table(["job", "task", "checks"], trusting), ""]
+    md += ["## Plots", ""]
     md += [f"![{p}]({p})" for p in plots] + [""]
     md += [("Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of Chen et al. "
             "(2021); see docs/evaluation.md for every definition."), ""]
@@ -216,6 +234,9 @@ def write_report(job_dirs: list[Path], out: Path | None = None) -> list[Path]:
                      for key, what in (("per_category", "category"), ("per_difficulty", "difficulty")))
     parts.append(f"<div class='row'>{groups}</div>")
     parts.append(f"<h2>Per task</h2>{_html_table(head, rows)}")
+    if trusting:
+        parts.append(f"<h2>Checks that ran agent code in process</h2><p>{html.escape(TRUSTING_NOTE)}</p>"
+                     + _html_table(["job", "task", "checks"], trusting))
     parts.append("<p>Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of "
                  "Chen et al. (2021).</p></body></html>")
 

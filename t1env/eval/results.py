@@ -104,6 +104,8 @@ def job_metrics(trials: Iterable[dict], attempts: int, expected_trials: int | No
             category=ts[0].get("category"), difficulty=ts[0].get("difficulty"), total_checks=ts[0].get("total"),
             mean_passed=sum(t["passed"] for t in ts) / len(ts),
             mean_passed_fraction=sum(_fraction(t) for t in ts) / len(ts),
+            # an imported task's checks that ran the agent's code in their process: only as good as that code
+            checks_trusting_agent_code=sorted({c for t in ts for c in t.get("checks_trusting_agent_code") or []}),
         )
         per_task[tid] = row
     curve = {}
@@ -128,6 +130,7 @@ def job_metrics(trials: Iterable[dict], attempts: int, expected_trials: int | No
         "mean_passed": sum(t["passed"] for t in trials) / n if n else 0.0,
         "pass_at_k": curve,
         "n_errors": sum(errors.values()),
+        "trials_trusting_agent_code": sum(1 for t in trials if t.get("checks_trusting_agent_code")),
         "errors_by_kind": dict(sorted(errors.items())),
         "per_category": groups["category"],
         "per_difficulty": groups["difficulty"],

@@ -27,6 +27,16 @@ def test_show(capsys):
     assert code == 0 and "hello-file" in out and "oracle commands" in out
 
 
+def test_show_says_what_happens_to_agent_code_in_checks(capsys):
+    from pathlib import Path
+
+    _, out, _ = run_cli(capsys, "show", "hello-file")
+    assert "agent code in checks: refused" in out
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "harbor-agent-module"
+    code, out, _ = run_cli(capsys, "show", str(fixture))
+    assert code == 0 and "agent code in checks: allowed and recorded (an imported task" in out
+
+
 def test_run_oracle_json(capsys):
     code, out, _ = run_cli(capsys, "run", "hello-file", "--agent", "oracle", "--json")
     res = json.loads(out)

@@ -68,3 +68,21 @@ def test_html_renders_in_headless_chromium(jobs, tmp_path):
     blue = ((abs(pixels[..., 0] - 0x3b / 255) < 0.02) & (abs(pixels[..., 2] - 0xa8 / 255) < 0.02)).sum()
     orange = ((abs(pixels[..., 0] - 0xd9 / 255) < 0.02) & (abs(pixels[..., 1] - 0x82 / 255) < 0.02)).sum()
     assert blue > 1000 and orange > 100
+
+
+def test_checks_that_ran_agent_code_are_in_the_trial_job_and_report(tmp_path):
+    """An imported task whose check imports the agent's module (fixture harbor-agent-module): the trial's
+    result.json names the check, the job's metrics count the trial, and the report lists it."""
+    import json
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "harbor-agent-module"
+    job = tmp_path / "job"
+    run_job(EvalConfig(tasks=[str(fixture)], agent="oracle", attempts=1), job)
+    (trial,) = [json.loads(p.read_text()) for p in job.glob("*/result.json")]
+    assert trial["resolved"] and trial["checks_trusting_agent_code"] == ["test_outputs.py::test_add"]
+    metrics = json.loads((job / "result.json").read_text())
+    assert metrics["trials_trusting_agent_code"] == 1
+    assert main(["report", str(job)]) == 0
+    md = (job / "report.md").read_text()
+    assert "## Checks that ran agent code in process" in md and "| test_outputs.py::test_add |" in md
