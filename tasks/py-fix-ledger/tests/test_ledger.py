@@ -2,85 +2,134 @@ import datetime as dt
 import hashlib
 import random
 import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from t1check import agent_module
 
 ROOT = Path("/app/ledger")
 BASIC_SHA256 = "6335126fe841d8762e156be574e5360f9643eb468d0bce95bddf3b595fdae052"
 
 
-@pytest.fixture(scope="module")
+def tagged(ledger, name, *args):
+    """``ledger.<name>(*args)`` in the agent's process, Decimals in and out as ["Decimal", text] (JSON has none)."""
+    from decimal import Decimal
+
+    r = getattr(ledger, name)(*[Decimal(a[1]) if isinstance(a, list) else a for a in args])
+    return ["Decimal", str(r)] if isinstance(r, Decimal) else r
+
+
+def D(text):
+    return ["Decimal", text]
+
+
+def is_dec(v):
+    return isinstance(v, list) and len(v) == 2 and v[0] == "Decimal"
+
+
+def dec(v):
+    """A Decimal the agent's code returned as Decimal again; anything else unchanged."""
+    return Decimal(v[1]) if is_dec(v) else v
+
+
+@pytest.fixture
 def ledger():
-    sys.path.insert(0, str(ROOT))
-    try:
-        import ledger as mod
-        yield mod
-    finally:
-        sys.path.remove(str(ROOT))
-        for name in [n for n in sys.modules if n == "ledger" or n.startswith("ledger.")]:
-            del sys.modules[name]
-
-
-def T(mod, date, account, amount):
-    return mod.Transaction(dt.date.fromisoformat(date), account, Decimal(amount))
+    """The agent's ``ledger`` package, imported in a child process (t1check), never in the check's."""
+    with agent_module("ledger", sys_path=[str(ROOT)]) as m:
+        yield m
 
 
 def test_parse_thousands_and_parentheses(ledger):
-    assert ledger.parse_amount("1,234.50") == Decimal("1234.50")
-    assert ledger.parse_amount(" (1,000.25) ") == Decimal("-1000.25")
-    assert ledger.parse_amount("12,345,678") == Decimal("12345678")
+    assert dec(ledger.run(tagged, "parse_amount", "1,234.50")) == Decimal("1234.50")
+    assert dec(ledger.run(tagged, "parse_amount", " (1,000.25) ")) == Decimal("-1000.25")
+    assert dec(ledger.run(tagged, "parse_amount", "12,345,678")) == Decimal("12345678")
 
 
-def test_amounts_are_exact_decimals(ledger):
+def exact_decimals(ledger):
+    import datetime as dt
+    from decimal import Decimal
+
+    def tag(v):
+        return ["Decimal", str(v)] if isinstance(v, Decimal) else v
+
     a = ledger.parse_amount("0.1")
-    assert isinstance(a, Decimal) and a == Decimal("0.1")
     led = ledger.Ledger()
     for s in ["0.10", "0.20", "0.05", "(0.05)"]:
         led.add(ledger.Transaction(dt.date(2024, 3, 1), "cash", ledger.parse_amount(s)))
-    bal = led.balance("cash")
-    assert isinstance(bal, Decimal) and bal == Decimal("0.30")
-    empty = led.balance("no-such-account")
-    assert isinstance(empty, Decimal) and empty == 0
+    return [tag(a), tag(led.balance("cash")), tag(led.balance("no-such-account"))]
+
+
+def test_amounts_are_exact_decimals(ledger):
+    a, bal, empty = ledger.run(exact_decimals)
+    assert is_dec(a) and dec(a) == Decimal("0.1")
+    assert is_dec(bal) and dec(bal) == Decimal("0.30")
+    assert is_dec(empty) and dec(empty) == 0
+
+
+def separate_state(ledger):
+    import datetime as dt
+    from decimal import Decimal
+
+    def T(date, account, amount):
+        return ledger.Transaction(dt.date.fromisoformat(date), account, Decimal(amount))
+
+    def tag(v):
+        return ["Decimal", str(v)] if isinstance(v, Decimal) else v
+
+    a = ledger.Ledger()
+    a.add(T("2024-01-01", "x", "1"))
+    b = ledger.Ledger()
+    seen = [bool(b.transactions == []), tag(b.balance("x"))]
+    seed = [T("2024-01-01", "y", "2")]
+    c = ledger.Ledger(seed)
+    c.add(T("2024-01-02", "y", "3"))
+    return seen + [tag(c.balance("y"))]
 
 
 def test_ledgers_do_not_share_state(ledger):
-    a = ledger.Ledger()
-    a.add(T(ledger, "2024-01-01", "x", "1"))
-    b = ledger.Ledger()
-    assert b.transactions == [] and b.balance("x") == 0
-    seed = [T(ledger, "2024-01-01", "y", "2")]
-    c = ledger.Ledger(seed)
-    c.add(T(ledger, "2024-01-02", "y", "3"))
-    assert c.balance("y") == 5
+    b_empty, b_x, c_y = ledger.run(separate_state)
+    assert b_empty and dec(b_x) == 0
+    assert dec(c_y) == 5
+
+
+def between_feb(ledger):
+    import datetime as dt
+    from decimal import Decimal
+
+    led = ledger.Ledger()
+    for d in ["2024-01-31", "2024-02-01", "2024-02-15", "2024-02-29", "2024-03-01"]:
+        led.add(ledger.Transaction(dt.date.fromisoformat(d), "a", Decimal("1")))
+    return [t.date.isoformat() for t in led.between(dt.date(2024, 2, 1), dt.date(2024, 2, 29))]
 
 
 def test_between_is_inclusive(ledger):
-    led = ledger.Ledger()
-    for d in ["2024-01-31", "2024-02-01", "2024-02-15", "2024-02-29", "2024-03-01"]:
-        led.add(T(ledger, d, "a", "1"))
-    got = [t.date.isoformat() for t in led.between(dt.date(2024, 2, 1), dt.date(2024, 2, 29))]
-    assert got == ["2024-02-01", "2024-02-15", "2024-02-29"]
+    assert ledger.run(between_feb) == ["2024-02-01", "2024-02-15", "2024-02-29"]
 
 
-def test_monthly_totals_keyed_by_year_month(ledger):
+def monthly_food(ledger):
+    import datetime as dt
+    from decimal import Decimal
+
     led = ledger.Ledger()
     for d, amt in [("2024-12-05", "5"), ("2023-12-24", "10"), ("2024-01-02", "2.5"),
                    ("2023-12-01", "(1)"), ("2024-12-31", "0.25")]:
         led.add(ledger.Transaction(dt.date.fromisoformat(d), "food", ledger.parse_amount(amt)))
-    led.add(T(ledger, "2024-01-03", "rent", "100"))
+    led.add(ledger.Transaction(dt.date.fromisoformat("2024-01-03"), "rent", Decimal("100")))
     totals = led.monthly_totals("food")
-    assert list(totals.items()) == [("2023-12", Decimal("9")), ("2024-01", Decimal("2.5")),
-                                    ("2024-12", Decimal("5.25"))]
+    return [[k, ["Decimal", str(v)] if isinstance(v, Decimal) else v] for k, v in totals.items()]
+
+
+def test_monthly_totals_keyed_by_year_month(ledger):
+    totals = [(k, dec(v)) for k, v in ledger.run(monthly_food)]
+    assert totals == [("2023-12", Decimal("9")), ("2024-01", Decimal("2.5")), ("2024-12", Decimal("5.25"))]
 
 
 def test_format_negative_amounts(ledger):
-    assert ledger.format_amount(Decimal("-5")) == "-$5.00"
-    assert ledger.format_amount(Decimal("-1234.5")) == "-$1,234.50"
-    assert ledger.format_amount(Decimal("0")) == "$0.00"
-    assert ledger.format_amount(Decimal("987654.321")) == "$987,654.32"
+    assert ledger.run(tagged, "format_amount", D("-5")) == "-$5.00"
+    assert ledger.run(tagged, "format_amount", D("-1234.5")) == "-$1,234.50"
+    assert ledger.run(tagged, "format_amount", D("0")) == "$0.00"
+    assert ledger.run(tagged, "format_amount", D("987654.321")) == "$987,654.32"
 
 
 def test_cli_on_fresh_file(tmp_path):
