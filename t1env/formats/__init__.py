@@ -26,6 +26,7 @@ under a known benchmark org, or a ``.t1-eval-only`` marker file is **eval-only**
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -87,6 +88,11 @@ class Origin:
     """Harbor step: steps/<name>/workdir, copied into the workdir before the step (its setup.sh then runs)."""
     notes: tuple[str, ...] = ()
     """What t1 does differently from the upstream harness for this task (shown by ``t1env show``)."""
+    test_deps: tuple[str, ...] = ()
+    """Python requirements the tests need (from the test script or ``[metadata.t1] test_deps``): installed
+    into the verifier's image at build time (Docker backend), never at verification."""
+    test_deps_source: Path | None = None
+    """The file :attr:`test_deps` were read from (for messages)."""
 
     @property
     def setup(self) -> Path | None:
@@ -156,6 +162,118 @@ def pytest_checks(tests: Path) -> list[str]:
     from t1env.task import declared_checks
 
     return declared_checks(tests) if tests.is_dir() else []
+
+
+# -- test-time dependencies -------------------------------------------------------------------------
+
+# Requirements t1 never installs: its runtime brings pytest (plugins are not loaded: autoload is off),
+# and the packaging tools are the image's own.
+PROVIDED = frozenset({"pytest", "pytest-json-ctrf", "pytest-json-report", "pytest-ctrf",
+                      "pip", "setuptools", "wheel", "uv"})
+# name, optional [extras], optional version clauses (no markers, URLs or paths)
+_REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
+                  r"\s*((===?|~=|!=|<=?|>=?)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$")
+# options of `pip install` / `uv pip install` / `uv add` that take a value (the value is not a requirement)
+_VALUED = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url",
+           "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-p", "--python", "--trusted-host",
+           "--index", "--default-index", "--group", "--optional", "--extra", "--upgrade-package", "-P",
+           "--platform", "--python-version", "--implementation", "--abi", "--src", "--cache-dir", "--timeout",
+           "--retries", "--proxy", "--cert", "--client-cert", "--log", "--progress-bar", "--python-platform"}
+_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+
+
+def requirement_name(req: str) -> str:
+    """The normalized project name of a requirement (``NumPy[extra]>=2`` -> ``numpy``)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\[<>=!~ ;@]", req, maxsplit=1)[0]).lower()
+
+
+def _valid_requirement(req: str) -> bool:
+    return bool(_REQ.match(req)) and requirement_name(req) not in PROVIDED
+
+
+def _installs(words: list[str]) -> list[str]:
+    """Requirements that one command line (already split into words) installs, in order."""
+    assignment = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+    while words and (assignment.match(words[0]) or words[0] in ("sudo", "exec", "command", "time")):
+        words = words[1:]
+    if not words:
+        return []
+    prog = words[0].rsplit("/", 1)[-1]
+    if re.fullmatch(r"python[0-9.]*", prog) and words[1:3] == ["-m", "pip"]:
+        words, prog = words[2:], "pip"
+    args: list[str] = []
+    if re.fullmatch(r"pip[0-9.]*", prog) and words[1:2] == ["install"]:
+        args = words[2:]
+    elif prog == "uv" and words[1:3] == ["pip", "install"]:
+        args = words[3:]
+    elif prog == "uv" and words[1:2] == ["add"]:
+        args = words[2:]
+    if args:
+        out, skip = [], False
+        for w in args:
+            if skip:
+                skip = False
+            elif w.startswith("-"):
+                skip = w in _VALUED
+            else:
+                out.append(w)
+        return out
+    # uvx / uv tool run / uv run: the packages given with --with / -w
+    if prog == "uvx" or (prog == "uv" and (words[1:2] == ["run"] or words[1:3] == ["tool", "run"])):
+        out = []
+        for i, w in enumerate(words):
+            if w in ("--with", "-w") and i + 1 < len(words):
+                out += words[i + 1].split(",")
+            elif w.startswith("--with="):
+                out += w.split("=", 1)[1].split(",")
+        return out
+    return []
+
+
+def test_requirements(script: str) -> tuple[str, ...]:
+    """The Python requirements a test script installs before it runs the tests (pytest and the
+    packaging tools left out; paths, URLs and ``$VARIABLES`` too: they name nothing t1 can install).
+
+    Example:
+        >>> test_requirements("uv pip install pytest==8.4.1 numpy==2.3.3\\n"
+        ...                   "uvx -p 3.13 -w pytest==8.4.1 -w tabulate pytest /tests -rA")
+        ('numpy==2.3.3', 'tabulate')
+        >>> test_requirements("python3 -m pip install -q -r /tests/req.txt 'requests>=2' && pytest")
+        ('requests>=2',)
+    """
+    text = re.sub(r"\\\n", " ", script)
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
+        for part in _SPLIT.split(line):
+            try:
+                words = shlex.split(part, comments=True)
+            except ValueError:
+                continue
+            for req in _installs(words):
+                req = req.strip()
+                if _valid_requirement(req) and req not in out:
+                    out.append(req)
+    return tuple(out)
+
+
+def declared_test_deps(value, where: str) -> tuple[str, ...]:
+    """``[metadata.t1] test_deps`` (a list of requirement strings), checked."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise TaskError(f"{where}: metadata.t1.test_deps: must be a list of requirement strings, "
+                        'e.g. ["numpy==2.3.3"]')
+    bad = [v for v in value if not _REQ.match(v.strip())]
+    if bad:
+        raise TaskError(f"{where}: metadata.t1.test_deps: {bad[0]!r} is not a requirement "
+                        "(name, optional [extras] and versions)")
+    return tuple(v.strip() for v in value if requirement_name(v) not in PROVIDED)
+
+
+def local_deps_problem(task_dir: Path, deps: tuple[str, ...], source: Path | None) -> str:
+    """The local backend's one-line refusal for a task whose tests need packages installed."""
+    src = f" (from {source.name})" if source is not None else ""
+    return (f"{task_dir}: its tests need {', '.join(deps)}{src}, which t1 installs into the verifier's image at build "
+            "time on the docker backend only: use backend='docker'")
 
 
 def verifier_options(origin: Origin):

@@ -25,6 +25,11 @@ written in t1's isolated verifier and its ``/logs/verifier/reward.json`` (one ch
 ``reward.txt`` (one check, ``reward``) is the result; a check passes when its value is at least 1.
 ``[metadata.t1] verifier = "script"`` forces the script; ``[metadata.t1] reward_keys = [...]`` declares
 the keys on the host (t1's export writes it). Without it the keys are taken from the run.
+
+Test-time dependencies: what ``test.sh`` installs for the tests (``uvx -w numpy ...``, ``uv pip install``,
+``pip install``; :func:`t1env.formats.test_requirements`), or ``[metadata.t1] test_deps = [...]`` when
+given (it replaces what the script says), goes into :attr:`Origin.test_deps`: the Docker backend
+installs it into the verifier's image at build time.
 """
 
 from __future__ import annotations
@@ -36,7 +41,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from t1env.formats import TESTS_ALIAS, Origin, difficulty, eval_only_reason, pytest_checks, task_id, title_of
+from t1env.formats import (
+    TESTS_ALIAS,
+    Origin,
+    declared_test_deps,
+    difficulty,
+    eval_only_reason,
+    local_deps_problem,
+    pytest_checks,
+    task_id,
+    test_requirements,
+    title_of,
+)
 from t1env.images import dockerfile_workdir, local_problem
 from t1env.task import INSTRUCTION_FILE, Task, TaskError, TaskSpec, validate_model
 
@@ -214,16 +230,28 @@ def load_harbor(root: Path, raw: dict) -> Task:
         solve = solution_dir / "solve.sh"
         if not solve.is_file():
             raise TaskError(f"{solve}: missing (the oracle solution script)")
+        script_path = tests / "test.sh"
+        if "test_deps" in meta_t1:
+            deps, source = declared_test_deps(meta_t1["test_deps"], str(toml_path)), toml_path
+        elif script_path.is_file():
+            deps, source = test_requirements(script_path.read_text(encoding="utf-8", errors="replace")), script_path
+        else:
+            deps, source = (), None
         local = base["local_problem"]
+        if local is None and deps:
+            local = local_deps_problem(root, deps, source)
         if local is None and mode_ == "shared":
             local = (f"{root}: its verifier shares the agent's environment ([verifier] environment_mode 'shared'), which an "
                      "imported task gets on the docker backend only (/tests and /logs/verifier): use backend='docker'")
         n = list(notes)
         n.append("tests/test.sh is not run: t1's runtime runs tests/test_*.py with its own pytest, offline" if kind == "pytest"
                  else "tests/test.sh runs as written in t1's isolated verifier; each reward.json key is one check")
+        if deps:
+            n.append(f"{source.name} installs {', '.join(deps)}: installed into the verifier's image at build time")
         return Origin(**{**base, "local_problem": local}, solution=solve, solution_dir=solution_dir, tests=tests,
                       verifier=kind, script=script, reward_keys=_reward_keys(meta_t1, toml_path) if kind == "script" else None,
-                      solution_env=_resolve(cfg.solution.env), notes=tuple(n),
+                      solution_env=_resolve(cfg.solution.env), notes=tuple(n), test_deps=deps,
+                      test_deps_source=source if deps else None,
                       verifier_env={"TEST_DIR": TESTS_ALIAS, **_resolve({**e.env, **verifier_env})}, **kw)
 
     if not cfg.steps:

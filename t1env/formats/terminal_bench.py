@@ -15,7 +15,9 @@ Mapping onto t1 (``docs/compat.md``): ``max_agent_timeout_sec`` (default 360) â†
 WORKDIR (``/app``); the network is on for the agent, as upstream (off for the verifier); the verifier
 runs in ``shared`` mode, as upstream runs the tests in the agent's container with its processes alive.
 The tests run under t1's runtime (``run-tests.sh`` is not run), with ``$TEST_DIR`` = ``/tests`` where
-the task's ``tests/`` folder is visible read-only.
+the task's ``tests/`` folder is visible read-only. What ``run-tests.sh`` installs for the tests
+(``pip install numpy``, ``uv pip install ...``) is read into :attr:`Origin.test_deps` and installed
+into the verifier's image when the Docker backend builds it (:func:`t1env.formats.test_requirements`).
 
 Example:
     >>> import tempfile, pathlib
@@ -35,7 +37,18 @@ from __future__ import annotations
 from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from t1env.formats import TESTS_ALIAS, Keystroke, Origin, difficulty, eval_only_reason, pytest_checks, task_id, title_of
+from t1env.formats import (
+    TESTS_ALIAS,
+    Keystroke,
+    Origin,
+    difficulty,
+    eval_only_reason,
+    local_deps_problem,
+    pytest_checks,
+    task_id,
+    test_requirements,
+    title_of,
+)
 from t1env.images import dockerfile_workdir, local_problem
 from t1env.task import Task, TaskError, TaskSpec, validate_model
 
@@ -141,6 +154,15 @@ def load_terminal_bench(root: Path) -> Task:
         raise TaskError(f"{root / 'Dockerfile'}: missing (a Terminal-Bench task's image)")
     workdir = dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
 
+    run_tests = root / "run-tests.sh"
+    deps = test_requirements(run_tests.read_text(encoding="utf-8", errors="replace")) if run_tests.is_file() else ()
+    local = local_problem(dockerfile, None, str(root))
+    if local is None and deps:
+        local = local_deps_problem(root, deps, run_tests)
+    notes = ["run-tests.sh is not run: t1's runtime runs tests/test_*.py with its own pytest, offline"]
+    if deps:
+        notes.append(f"run-tests.sh installs {', '.join(deps)}: installed into the verifier's image at build time")
+
     tid = task_id(root)
     spec = validate_model(TaskSpec, dict(
         id=tid,
@@ -165,7 +187,9 @@ def load_terminal_bench(root: Path) -> Task:
         verifier="pytest",
         verifier_env={"TEST_DIR": TESTS_ALIAS, "T_BENCH_TEST_DIR": TESTS_ALIAS},
         eval_only=eval_only_reason(root),
-        local_problem=local_problem(dockerfile, None, str(root)),
-        notes=("run-tests.sh is not run: t1's runtime runs tests/test_*.py with its own pytest, offline",),
+        local_problem=local,
+        notes=tuple(notes),
+        test_deps=deps,
+        test_deps_source=run_tests if deps else None,
     )
     return Task(path=root, spec=spec, instruction=instruction.strip(), origin=origin)

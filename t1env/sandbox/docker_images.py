@@ -1,4 +1,14 @@
-"""Docker images: content-hashed builds with a lock per tag, and which image a task runs in (see :mod:`t1env.sandbox.docker`)."""
+"""Docker images for :mod:`t1env.sandbox.docker`: content-hashed builds (one lock per tag) and the images a task uses.
+
+An imported task's image is its Dockerfile (or ``docker_image``) with every public base resolved
+through the image map, else the engine, else t1's built stand-in (:func:`t1env.images.resolve_image`).
+When its tests need Python packages that upstream's test script installs (``Origin.test_deps``),
+:func:`image_for` also builds the **verifier's image**: the task's image plus those packages, one layer
+installed through the host's package indexes (:func:`t1env.images.verifier_dockerfile`), cached by
+content hash like every build. Only the verifier container runs on it (:func:`verifier_image`): the
+agent's container keeps the task's own image, as upstream, where the packages arrive only after the
+agent is done; and no package is installed at verification, where there is no network.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +42,7 @@ _build_locks: dict[str, threading.Lock] = {}
 _build_locks_guard = threading.Lock()
 _resolved: dict[tuple, str] = {}  # (task path, dockerfile hash) -> image tag, per process (oldest first)
 _RESOLVED_MAX = 4096
+_verifier_images: dict[tuple, str] = {}  # (engine, task image, requirements) -> the verifier's image tag
 
 
 def default_dockerfile(base: str | None = None) -> str:
@@ -213,14 +224,25 @@ def _resolution_key(task: Task | None, host: str | None = None) -> tuple:
 def _image_for(task: Task | None, log: Callable[[str], None] | None = None, host: str | None = None) -> str:
     if task is None:
         return default_image(log, host)
+    tag = _task_image(task, log, host)
+    if test_requirements_of(task):
+        verifier_image(task, tag, log, host)  # built now, with the task's image: never at verification
+    return tag
+
+
+def _task_image(task: Task, log: Callable[[str], None] | None = None, host: str | None = None) -> str:
     from t1env import images
 
     e = task.spec.environment
     df = task.dockerfile
     mapping = images.load_map()
+    c = client(host)
+
+    def exists(name: str) -> bool:
+        return _image_exists(c, name)
+
     if e.docker_image:
-        c = client(host)
-        image = mapping.get(e.docker_image, e.docker_image)
+        image = images.resolve_image(e.docker_image, mapping, exists)
         if _image_exists(c, image):
             return image
         if df is None:
@@ -231,21 +253,55 @@ def _image_for(task: Task | None, log: Callable[[str], None] | None = None, host
                 mapped = f" (mapped from {e.docker_image!r})" if image != e.docker_image else ""
                 raise SandboxError(
                     f"{task.path}: environment.docker_image {image!r}{mapped} is not in the local engine and could not be "
-                    f"pulled ({_one_line(ex)}); {images.MAP_HINT}"
+                    f"pulled ({_one_line(ex)}); {images.missing_hint(e.docker_image)}"
                 ) from None
     if df is not None:
         rel = df.relative_to(task.env_dir).as_posix()
-        text = images.rewrite_from(df.read_text(encoding="utf-8", errors="replace"), mapping)
-        c = client(host)
+        original = df.read_text(encoding="utf-8", errors="replace")
+        text = images.rewrite_from(original, mapping, exists)
         for name in images.from_images(text):
-            if not _image_exists(c, name):
-                raise SandboxError(f"{df}: FROM {name}: not in the local Docker engine; {images.MAP_HINT}")
+            if not exists(name):
+                raise SandboxError(f"{df}: FROM {name}: not in the local Docker engine; {images.missing_hint(name)}")
         extra = ()
         if task.origin is not None:  # imported tasks' builds see the host's package indexes
             text, extra = images.index_layer(text), images.index_files()
         return build_image(task.env_dir, rel, repo=f"{IMAGE_REPO}/task-{task.id}", dockerfile_text=text, what=str(df),
                            log=log, extra_files=extra, host=host)
     return default_image(log, host)
+
+
+def test_requirements_of(task: Task | None) -> tuple[str, ...]:
+    """The Python packages an imported task's tests need installed (every step's, for a multi-step task)."""
+    if task is None or task.origin is None:
+        return ()
+    out: list[str] = list(task.origin.test_deps)
+    for step in task.origin.steps:
+        out += [r for r in step.origin.test_deps if r not in out]
+    return tuple(out)
+
+
+def verifier_image(task: Task | None, image: str, log: Callable[[str], None] | None = None,
+                   host: str | None = None) -> str:
+    """The image the verifier container runs on: ``image`` (the task's) itself, or, when the task's tests
+    need packages (:func:`test_requirements_of`), ``image`` plus those packages (built once, by content).
+
+    :func:`image_for` builds it together with the task's image, so at verification this is a lookup.
+    """
+    reqs = test_requirements_of(task)
+    if not reqs:
+        return image
+    key = (engine_url(host), image, reqs)
+    tag = _verifier_images.get(key)
+    if tag is None:
+        from t1env import images
+
+        source = task.origin.test_deps_source or task.path
+        what = f"the verifier image of {task.path} (installs {', '.join(reqs)}, from {source})"
+        text = images.verifier_dockerfile(image, reqs)
+        tag = build_image(None, "Dockerfile", f"{IMAGE_REPO}/verifier-{task.id}", text, what, log,
+                          extra_files=images.index_files(), host=host)
+        _verifier_images[key] = tag
+    return tag
 
 
 def default_image(log: Callable[[str], None] | None = None, host: str | None = None) -> str:

@@ -43,6 +43,7 @@ from t1env.sandbox.base import (
     VerifierRun,
     verifier_argv,
 )
+from t1env.sandbox.docker_images import verifier_image
 
 READY_WAIT = 60.0  # seconds the agent may stay paused while the verifier starts
 LOG_CAP = "16m"  # the verifier container's log (its report) is bounded by the engine
@@ -65,7 +66,9 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     shared = mode == "shared"
     local_engine = not sandbox.remote
     notes: list[str] = []
-    kw = d._create_kwargs(sandbox.image, sandbox.config, sandbox.task.id if sandbox.task else None)
+    # the task's pristine image, plus the tests' own dependencies where an imported task declares some
+    image = verifier_image(sandbox.task, sandbox.image, host=sandbox.host)
+    kw = d._create_kwargs(image, sandbox.config, sandbox.task.id if sandbox.task else None)
     kw.update(
         command=verifier_argv(extra=opts.args),
         environment={**sandbox.config.environ(), **VERIFIER_ENV, **opts.env},

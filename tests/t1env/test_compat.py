@@ -5,6 +5,9 @@ tests/, tb-keystrokes: solution.yaml, tb-apt-package: a Dockerfile installing a 
 tb-old-descriptions) and ``tests/fixtures/compat/harbor/*`` (hb-log-levels: pytest + a benchmark
 org, hb-sorted-output: multi-file tests/ reading /tests, hb-reward-json: a non-pytest test.sh with a
 multi-key reward.json, hb-apt-jq: apt in the Dockerfile, hb-two-step: two steps with a min_reward gate).
+tb-test-tools and hb-test-tools (shared and separate verifier mode) have checks that need what
+upstream's test script and base image give the tests: a package the script installs (tabulate), the
+``python`` command and ``git``.
 The Docker tests build the base stand-ins (``t1env images build-bases``) and run every fixture with
 the network off for the whole episode: verification needs none.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +46,8 @@ def test_every_fixture_loads_with_its_format_and_checks():
     assert got == {
         "tb-apt-package": ("terminal-bench", "pytest", 3), "tb-expected-files": ("terminal-bench", "pytest", 3),
         "tb-keystrokes": ("terminal-bench", "pytest", 3), "tb-old-descriptions": ("terminal-bench", "pytest", 3),
-        "tb-word-count": ("terminal-bench", "pytest", 3),
+        "tb-word-count": ("terminal-bench", "pytest", 3), "tb-test-tools": ("terminal-bench", "pytest", 3),
+        "hb-test-tools": ("harbor", "pytest", 3),
         "hb-apt-jq": ("harbor", "pytest", 3), "hb-log-levels": ("harbor", "pytest", 4),
         "hb-reward-json": ("harbor", "script", 3), "hb-sorted-output": ("harbor", "pytest", 3), "hb-two-step": ("harbor", "pytest", 5),
     }
@@ -81,6 +86,82 @@ def test_harbor_environment_mode_separate_maps_and_the_local_backend_says_why_no
         make_sandbox("local", load_task(COMPAT / "harbor" / "hb-apt-jq"))
     with pytest.raises(SandboxError, match="shares the agent's environment"):
         make_sandbox("local", load_task(COMPAT / "harbor" / "hb-two-step"))
+
+
+@pytest.mark.parametrize("script, want", [
+    ("uv pip install pytest==8.4.1 numpy==2.3.3", ("numpy==2.3.3",)),  # Terminal-Bench's run-tests.sh
+    ("uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 -w numpy pytest /tests -rA", ("numpy",)),  # Harbor's test.sh
+    ("pip install numpy && pip3 install --no-cache-dir -q 'scipy>=1.11,<2' -i https://mirror.example.invalid/simple", ("numpy", "scipy>=1.11,<2")),
+    ("python3 -m pip install -r /tests/requirements.txt requests[socks]; uv add PyYAML", ("requests[socks]", "PyYAML")),
+    ("uv run --with a,b --with=c pytest\nuv tool run -w d pytest", ("a", "b", "c", "d")),
+    ("pip install \\\n  six \\\n  toml  # and a comment: pip install nope", ("six", "toml")),
+    ("# pip install commented-out\npip install -e . ./pkg https://x.example.invalid/p.whl $EXTRA pytest", ()),
+    ("apt-get install -y python3-pip && uv venv && uv pip install pytest", ()),
+])
+def test_test_requirements_are_read_from_upstream_test_scripts(script, want):
+    from t1env.formats import test_requirements
+
+    assert test_requirements(script) == want
+
+
+def test_fixture_test_deps_and_the_local_backends_one_line_refusal(tmp_path):
+    from t1env.sandbox import SandboxError, make_sandbox
+
+    tb, hb = load_task(COMPAT / "terminal-bench" / "tb-test-tools"), load_task(COMPAT / "harbor" / "hb-test-tools")
+    assert tb.origin.test_deps == hb.origin.test_deps == ("tabulate==0.9.0",)
+    assert (tb.origin.test_deps_source.name, hb.origin.test_deps_source.name) == ("run-tests.sh", "test.sh")
+    assert not any(load_task(p).origin.test_deps for p in TB + HB if not p.name.endswith("test-tools"))
+    # a task the local backend could otherwise run (its Dockerfile only picks a base) is refused for its test deps
+    d = tmp_path / "hb-deps"
+    shutil.copytree(COMPAT / "harbor" / "hb-test-tools", d)
+    (d / "environment" / "Dockerfile").write_text("FROM python:3.13-slim-bookworm\nWORKDIR /app\n")
+    with pytest.raises(SandboxError) as e:
+        make_sandbox("local", load_task(d))
+    msg = str(e.value)
+    assert str(d) in msg and "tabulate==0.9.0 (from test.sh)" in msg and "use backend='docker'" in msg and "\n" not in msg
+    # [metadata.t1] test_deps replaces what test.sh says; a bad entry fails in one line naming the file and field
+    toml = (d / "task.toml").read_text()
+    (d / "task.toml").write_text(toml + '\n[metadata.t1]\ntest_deps = ["numpy>=2", "pytest"]\n')
+    assert load_task(d).origin.test_deps == ("numpy>=2",)
+    (d / "task.toml").write_text(toml + '\n[metadata.t1]\ntest_deps = ["numpy; rm -rf /"]\n')
+    with pytest.raises(TaskError, match=r"task.toml: metadata.t1.test_deps: 'numpy; rm -rf /' is not a requirement"):
+        load_task(d)
+
+
+def test_host_pip_config_is_merged_in_pips_order_without_local_paths(tmp_path, monkeypatch):
+    xdg, home = tmp_path / "xdg", tmp_path / "home"
+    (xdg / "pip").mkdir(parents=True)
+    (home / ".config" / "pip").mkdir(parents=True)
+    (xdg / "pip" / "pip.conf").write_text("[global]\nindex-url = https://a.example.invalid/simple\nretries = 2\n")
+    (home / ".config" / "pip" / "pip.conf").write_text(
+        "[global]\nextra-index-url = file:///opt/local/simple https://b.example.invalid/simple\nfind-links = /opt/wheels\n"
+        "constraint = /etc/constraints.txt\n[install]\ntrusted-host = b.example.invalid\n")
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_CONFIG_FILE", "PIP_RETRIES", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(xdg))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PIP_RETRIES", "7")  # a variable outranks every file, as in pip
+    got = images.host_pip_config()
+    assert got["index-url"] == "https://a.example.invalid/simple" and got["retries"] == "7"
+    assert got["extra-index-url"] == "https://b.example.invalid/simple" and got["trusted-host"] == "b.example.invalid"
+    assert not {"find-links", "constraint"} & set(got)
+    conf = {name: data for name, data, _ in images.index_files()}.get(".t1-index/pip.conf", b"").decode()
+    assert conf.startswith("[global]\n") and "index-url = https://a.example.invalid/simple\n" in conf and "/opt/" not in conf
+
+
+def test_a_built_stand_in_replaces_a_missing_public_base_and_the_map_wins():
+    built = {"t1env/tb-python-3-13:local"}
+    public = "ghcr.io/laude-institute/t-bench/python-3-13:20250620"
+    assert images.resolve_image(public, {}, built.__contains__) == "t1env/tb-python-3-13:local"
+    assert images.resolve_image(public, {public: "mine:1"}, built.__contains__) == "mine:1"
+    assert images.resolve_image(public, {}, lambda n: False) == public  # not built: the FROM stays, and fails to build
+    assert images.resolve_image("ghcr.io/x/other:1", {}, built.__contains__) == "ghcr.io/x/other:1"
+    assert "t1env images build-bases" in images.missing_hint(public) and "--image-map" in images.missing_hint("ghcr.io/x/other:1")
+    text = images.rewrite_from(f"FROM {public} AS a\nFROM debian:bookworm\n", {}, lambda n: n in built or n == "debian:bookworm")
+    assert text == "FROM t1env/tb-python-3-13:local AS a\nFROM debian:bookworm\n"
+    dockerfile = images.verifier_dockerfile("t1env/task-x:1", ("tabulate==0.9.0",))
+    assert dockerfile.startswith("FROM t1env/task-x:1\n") and '"python3", "-m", "pip", "install"' in dockerfile
+    assert dockerfile.rstrip().endswith('"tabulate==0.9.0"]')
 
 
 @pytest.mark.parametrize("name, text, message", [
@@ -233,13 +314,18 @@ def image_map(tmp_path_factory):
 
 
 @pytest.fixture
-def offline(monkeypatch, image_map):
-    """The image map in force, and every sandbox without network (so verification provably needs none)."""
+def no_network(monkeypatch):
+    """Every sandbox without network for the whole episode (so verification provably needs none)."""
     from t1env.sandbox.base import SandboxConfig
 
-    monkeypatch.setenv(images.MAP_ENV, str(image_map))
     original = SandboxConfig.from_task.__func__
     monkeypatch.setattr(SandboxConfig, "from_task", classmethod(lambda cls, task, **kw: original(cls, task, **{**kw, "network": False})))
+
+
+@pytest.fixture
+def offline(monkeypatch, image_map, no_network):
+    """The image map in force, and every sandbox without network."""
+    monkeypatch.setenv(images.MAP_ENV, str(image_map))
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=docker_only) for p in TB + HB])
@@ -266,6 +352,70 @@ def test_a_missing_from_image_fails_in_one_line_naming_the_image_and_the_map(tmp
         D.image_for(load_task(d))
     assert "FROM ghcr.io/example/not-here:1: not in the local Docker engine" in str(e.value)
     assert "T1ENV_IMAGE_MAP" in str(e.value) and "--image-map" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.skipif(not _UP, reason=_WHY)
+def test_the_missing_base_error_advice_works_as_written(tmp_path, monkeypatch, image_map, no_network):
+    """No image map: a task FROM a Terminal-Bench base whose stand-in is not built fails in one line naming
+    `t1env images build-bases`; after running that command as written, the same task runs (no map, no variable)."""
+    from t1env.sandbox import SandboxError
+    from t1env.sandbox import docker as D
+
+    monkeypatch.delenv(images.MAP_ENV, raising=False)
+    public = "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624"  # no fixture uses this base: safe to untag
+    d = tmp_path / "tb-on-ubuntu"
+    shutil.copytree(COMPAT / "terminal-bench" / "tb-word-count", d)
+    (d / "Dockerfile").write_text(f"FROM {public}\nWORKDIR /app\nCOPY input.txt /app/input.txt\n")
+    D.client().images.remove(images.TB_BASES[public])  # the tag only: the image stays under its content tag
+    try:
+        with pytest.raises(SandboxError) as e:
+            D.image_for(load_task(d))
+        msg = str(e.value)
+        assert f"FROM {public}: not in the local Docker engine" in msg and "\n" not in msg
+        command = re.search(r"`(t1env [^`]+)`", msg).group(1)
+        assert command == "t1env images build-bases"
+        script = Path(sys.executable).with_name("t1env")
+        argv = [str(script)] if script.exists() else [sys.executable, "-m", "t1env"]
+        r = subprocess.run(argv + command.split()[1:], capture_output=True, text=True, timeout=1800)
+        assert r.returncode == 0, r.stderr[-2000:]
+        env = TerminalEnv(task=str(d), backend="docker", prestart=False)
+        try:
+            info = run_episode(env, OracleAgent(load_task(d)), seed=0).info
+        finally:
+            env.close()
+        assert info["resolved"] and info["verifier_error"] is None, info["checks"]
+    finally:
+        images.build_bases()  # a cache hit: tags the stand-ins again whatever happened above
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.skipif(not _UP, reason=_WHY)
+def test_tests_dependencies_are_in_the_verifiers_image_only(offline):
+    """What test.sh installs for the tests is in the verifier's image, not the agent's (as upstream, where it
+    arrives after the agent is done), and a fake `tabulate` the agent plants in its own site-packages, user site
+    and workdir, with the table.md the fake accepts, is not what the checks import: the no-op agent's reward."""
+    from t1env.sandbox.docker_images import image_for, verifier_image
+
+    task = get_task(str(COMPAT / "harbor" / "hb-test-tools"))
+    image = image_for(task)
+    assert verifier_image(task, image) != image
+    env = TerminalEnv(task=str(task.path), backend="docker", prestart=False)
+    try:
+        nop = run_episode(env, NopAgent(), seed=0)
+        env.reset(seed=0)
+        obs, *_ = env.step("python3 -c 'import tabulate' 2>&1 | tail -1")
+        assert "No module named 'tabulate'" in str(obs)
+        fake = "def tabulate(*args, **kwargs):\n    return 'forged'\n"
+        env.step(f"for d in $(python3 -c 'import site, sysconfig; print(sysconfig.get_paths()[\"purelib\"], site.getusersitepackages())') /app;"
+                 f" do mkdir -p $d && printf '{fake}' > $d/tabulate.py; done; echo forged > /app/table.md")
+        _, reward, _, _, info = env.step({"submit": True})
+    finally:
+        env.close()
+    assert (reward, info["passed"], info["total"]) == (nop.reward, nop.info["passed"], nop.info["total"]) == (0.0, 0, 3)
+    assert info["verifier_error"] is None
 
 
 @pytest.mark.docker
