@@ -223,8 +223,6 @@ class LocalSandbox(Sandbox):
         self._launch_fds: list[int] = []
         self.init_pid: int | None = None
         self.limits: dict[str, bool] = {}
-        self.egress_rules: str | None = None
-        """With network on: the sandbox's iptables rules in force (``iptables -S``/``ip6tables -S``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -276,7 +274,7 @@ class LocalSandbox(Sandbox):
             if self._userns:
                 LocalSandbox._userns_usable = True
         if c.network:
-            self.egress_rules = egress.install_local(self.init_pid, os.geteuid() != 0, c.network_allow)
+            egress.install_local(self.init_pid, os.geteuid() != 0, c.network_allow)
             self._start_network()
         self.limits = {
             **self._cg.enforced,
@@ -521,6 +519,13 @@ class LocalSandbox(Sandbox):
         if root is not None:
             _rmtree(root)
         self.init_pid = None
+
+    @property
+    def egress_rules(self) -> str | None:
+        """With network on: the iptables rules in force in the sandbox's network namespace, read now."""
+        if not self.config.network or not self.alive or self.init_pid is None:
+            return None
+        return egress.rules_in_force_local(self.init_pid, os.geteuid() != 0)
 
     @property
     def alive(self) -> bool:
