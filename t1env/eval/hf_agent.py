@@ -10,8 +10,8 @@ and at temperature 0 the same greedy turns. ``--protocol``, ``--max-tokens`` and
 override the record; a folder without one (any other checkpoint) gets the ``text`` protocol's defaults.
 
 As in the rollout, a turn without an action is answered with the action format and counts as a turn; the trial
-is submitted at the turn limit (the record's ``max_turns``, else the task's ``limits.max_turns``) or when the next
-turn would not fit in ``max_context_tokens``.
+is submitted at the turn limit (the record's ``max_turns``, else the env's: ``--max-turns`` or the task's
+``limits.max_turns``) or when the next turn would not fit in ``max_context_tokens``.
 
 The model and tokenizer are loaded once per process and shared by the job's trials; generation runs one request
 at a time (a lock), so ``--concurrency`` overlaps sandboxes with sampling but not two samplings. Tokens are counted
@@ -79,17 +79,19 @@ class HFAgent:
         self.prompt_ids: list[int] = []  # the last prompt the model saw
         self.turns = 0
         self.last_turn: dict | None = None
+        self.env_max_turns: int | None = None  # the env's turn limit (reset's info): the default of the protocol's
 
     def act(self, observation: str, info: dict) -> dict:
         if not self.messages:
             self.messages = self.protocol.first_messages(observation)
+            self.env_max_turns = info.get("max_turns") or self.task.spec.limits.max_turns
         else:
             self.messages.append(self.protocol.observation_message(observation, info))
         turn: dict = {"prompt_tokens": 0, "completion_tokens": 0}
         texts: list[str] = []
         action = None
         while action is None:
-            if self.protocol.at_turn_limit(self.turns, self.task.spec.limits.max_turns):
+            if self.protocol.at_turn_limit(self.turns, self.env_max_turns):
                 texts.append(f"[t1] {self.turns} turns, the turn limit: the trial is submitted")
                 action = {"submit": True}
                 break

@@ -14,7 +14,8 @@ It speaks the agent protocol of :mod:`t1env.agent.protocol` (``docs/protocol.md`
 
 Observations are the protocol's (the output, head and tail kept past ``max_observation_chars``, then
 ``[exit code: N]``). A reply with no valid action is answered with what was wrong and the action format, and counts
-as a turn like any other; at the task's turn limit (``limits.max_turns``) the trial is submitted.
+as a turn like any other; at the env's turn limit (``--max-turns``, else the task's ``limits.max_turns``) the trial
+is submitted.
 
 Retries: the client retries 408/409/429/5xx and connection errors ``max_retries`` times with exponential backoff
 (and honours ``Retry-After``). Tokens come from each response's ``usage``; cost is ``usage × price`` when prices
@@ -78,6 +79,7 @@ class OpenAIAgent:
         self.queue: list[tuple[str | None, dict]] = []  # (tool call id, action) not yet played
         self.waiting_call: str | None = None  # the tool call whose observation comes with the next act()
         self.last_turn: dict | None = None
+        self.env_max_turns: int | None = None  # the env's turn limit (reset's info): the default of the protocol's
         self.calls = 0
         self.turns = 0  # model replies: every one counts towards the turn limit, one without an action too
 
@@ -89,6 +91,7 @@ class OpenAIAgent:
     def act(self, observation: str, info: dict) -> dict:
         if not self.messages:
             self.messages = self.protocol.first_messages(observation)
+            self.env_max_turns = info.get("max_turns") or self.task.spec.limits.max_turns
         elif self.waiting_call is not None:
             self.messages.append({"role": "tool", "tool_call_id": self.waiting_call,
                                   "content": self.protocol.observation(observation, info)})
@@ -137,7 +140,7 @@ class OpenAIAgent:
         turn: dict = {}
         texts: list[str] = []
         while not self.queue:
-            if self.protocol.at_turn_limit(self.turns, self.task.spec.limits.max_turns):
+            if self.protocol.at_turn_limit(self.turns, self.env_max_turns):
                 texts.append(f"[t1] {self.turns} turns, the turn limit: the trial is submitted")
                 self.queue.append((None, {"submit": True}))
                 break
