@@ -43,7 +43,10 @@ What is covered
 * **Container isolation.** Fresh container per episode from an unmodified image: own pid, mount,
   ipc, uts and network namespaces; Docker's default capability set and seccomp profile;
   ``no-new-privileges``. The agent's processes, ``setup.sh`` and the verifier all run inside it.
-* **No network** unless ``environment.network = true`` (``network_mode=none``: loopback only).
+* **No network** unless ``environment.network = true`` (``network_mode=none``: loopback only). With
+  it, the default bridge behind the egress filter of :mod:`t1env.sandbox.egress`, installed in the
+  container's network namespace before anything runs there: the internet, never the host, other
+  containers or private and link-local ranges (``network_allow`` opens named services).
 * **Limits from task.toml**: memory (swap included) ``memory_mb``, CPU quota ``cpus``, process
   count ``pids`` (a fork bomb hits the cap), and per-process rlimits ``file_size_mb`` (fsize) and
   ``cpu_seconds`` (cpu). No container log is kept (log driver ``none``), so output cannot fill the
