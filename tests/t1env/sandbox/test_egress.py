@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from t1env.sandbox import egress
-from t1env.sandbox.base import SandboxConfig
+from t1env.sandbox.base import SandboxConfig, SandboxError
 from t1env.sandbox.local import LocalSandbox
 from t1env.task import TaskError, load_task
 
@@ -240,6 +240,17 @@ def test_docker_filter_through_the_helper_container(monkeypatch):
         assert ipaddress.ip_network(net) in _drops(rules), net
     assert allowed.startswith(GREETING)
     assert refused and all(GREETING not in out for out in refused.values()), refused
+
+
+def test_local_sandbox_without_iptables_refuses_to_start_open(monkeypatch):
+    """No iptables on this machine: a network-on sandbox does not start (it never runs unfiltered), the error is
+    one line that says what to install, and nothing is left behind."""
+    monkeypatch.setattr(egress, "_iptables", lambda: None)  # stands for a machine without the package
+    box = LocalSandbox(SandboxConfig(network=True))
+    with pytest.raises(SandboxError) as e:
+        box.start()
+    assert "apt-get install iptables" in str(e.value) and "\n" not in str(e.value)
+    assert not box.alive and box._root is None and box._net is None
 
 
 # -- the allowlist setting ----------------------------------------------------------------------------
