@@ -5,7 +5,8 @@ started with), so that a verifier killed half-way still leaves the results it go
 
     {"event": "ready", "dumpable": false, "hooks": [...]}   before any test code runs
     {"event": "collected", "nodeids": [...]}                 what one check's process collected
-    {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ..., "duration": ...}
+    {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ...,
+     "duration": ...}
     {"event": "collect_error", "nodeid": ..., "message": ...}
     {"event": "agent_code", "check": ..., "path": ..., "how": ..., "refused": bool}
     {"event": "tamper", "kind": ..., "check": ..., "detail": ...}
@@ -67,6 +68,7 @@ import glob
 import importlib.machinery
 import json
 import os
+import pathlib
 import select
 import signal
 import sys
@@ -198,8 +200,9 @@ class AgentCodeGuard:
             self.emit({"event": "agent_code", "check": self.check, "path": path, "how": how, "refused": refuse})
         if refuse:
             raise AgentCodeRefused(
-                f"t1: this check would run agent code in the verifier's process ({how} {path}): t1-format tasks must run "
-                "the agent's code in a child process, e.g. t1check.call(...) from the verifier runtime (docs/authoring.md)"
+                f"t1: this check would run agent code in its own process ({how} {path}): a t1-format task's "
+                "checks call the agent's code in a child process with t1check.agent_module(...) "
+                "(docs/authoring.md, \"Checks that call the agent's code\")"
             )
 
     def audit(self, event: str, args) -> None:
@@ -305,13 +308,14 @@ class CheckRunner:
     modules are first imported by a check's process, when it collects its check.
     """
 
-    def __init__(self, args, reporter: Reporter, emit):
-        self.args, self.reporter, self.emit = args, reporter, emit
+    def __init__(self, args, reporter: Reporter, emit, rewrite):
+        self.args, self.reporter, self.emit, self.rewrite = args, reporter, emit, rewrite
         self.in_check = False
 
     def pytest_collection(self, session):
         if self.in_check:
             return None  # a check's process: pytest's own collection, of its check only
+        self.precompile(session.config)
         sys.stdout.flush()
         sys.stderr.flush()
         gc.freeze()  # what the parent built is shared with every check's process, not swept in each
@@ -321,6 +325,29 @@ class CheckRunner:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)  # the parent's pytest has nothing left to do; the report is complete
+
+    def precompile(self, config) -> None:
+        """Rewrite the asserts of the tests' modules and compile them once, here, for every check's process.
+
+        pytest's assertion rewriting reads a test file, rewrites its syntax tree and compiles it; nothing of
+        it runs. Done in the parent, each check's process finds the code object made (a pyc cache cannot be
+        written into the read-only tests folder). A file that does not compile is left to the check, whose
+        collection reports the error."""
+        original, made = self.rewrite._rewrite_test, {}
+
+        def rewrite_once(fn, cfg):
+            if str(fn) not in made:
+                made[str(fn)] = original(fn, cfg)
+            return made[str(fn)]
+
+        self.rewrite._rewrite_test = rewrite_once
+        files = {os.path.join(self.args.tests, c.split("::", 1)[0]) for c in self.args.checks}
+        files |= set(glob.glob(os.path.join(self.args.tests, "**", "conftest.py"), recursive=True))
+        for f in sorted(files):
+            try:
+                rewrite_once(pathlib.Path(f), config)
+            except Exception:  # noqa: BLE001, S112 - a syntax error: the check's collection says it
+                continue
 
     def run_one(self, check: str, session) -> None:
         """Fork the check's process, pass on what it says about its own check, end what it left."""
@@ -363,7 +390,7 @@ class CheckRunner:
             finally:
                 config.hook.pytest_sessionfinish(session=session, exitstatus=code)  # session fixtures' teardown
             out.flush()
-        except BaseException as e:  # noqa: BLE001 - say it on stderr (the log); the parent sees a check that did not run
+        except BaseException as e:  # noqa: BLE001 - said on stderr (the log); the parent sees a check not run
             try:
                 os.write(2, f"t1 verifier: check {check}: {type(e).__name__}: {e}\n".encode())
             except OSError:
@@ -405,7 +432,7 @@ class CheckEvents:
         kind = e.get("event") if isinstance(e, dict) else None
         if kind == "result" and isinstance(e.get("nodeid"), str):
             if check_name(e["nodeid"]) != self.check:
-                return self.tamper("cross_check_result", f"{e['nodeid'][:200]}: a result from the process of another check")
+                return self.tamper("cross_check_result", f"{e['nodeid'][:200]}: a result from another check's process")
             return self.emit({k: e.get(k) for k in ("event", "nodeid", "when", "outcome", "message", "duration")})
         if kind == "collected" and isinstance(e.get("nodeids"), list):
             ours = [n for n in e["nodeids"] if isinstance(n, str) and check_name(n) == self.check]
@@ -415,7 +442,8 @@ class CheckEvents:
         if kind == "collect_error" and isinstance(e.get("nodeid"), str) and isinstance(e.get("message"), str):
             if e["nodeid"] not in (self.file, "") and check_name(e["nodeid"]) != self.check:
                 return self.tamper("cross_check_result", f"{e['nodeid'][:200]}: a collection error of another check")
-            return self.emit({"event": "collect_error", "nodeid": e["nodeid"] or self.check, "message": e["message"][-2000:]})
+            return self.emit({"event": "collect_error", "nodeid": e["nodeid"] or self.check,
+                              "message": e["message"][-2000:]})
         if kind == "agent_code":
             return self.emit({"event": "agent_code", "check": self.check, "path": str(e.get("path"))[:300],
                               "how": str(e.get("how"))[:100], "refused": e.get("refused") is True})
@@ -478,6 +506,10 @@ def descendants(root: int) -> list:
 
 def end_leftovers() -> None:
     """Kill every process a check left (and reap them), until none is left."""
+    try:
+        os.waitpid(-1, os.WNOHANG)  # reaps one that has exited, if any
+    except ChildProcessError:
+        return  # no child at all: the check's process is reaped, and what it left would be our child (subreaper)
     me = os.getpid()
     for _ in range(200):
         left = descendants(me)
@@ -539,6 +571,7 @@ def main() -> int:
     for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT"):
         os.environ.pop(var, None)
     import pytest  # noqa: E402  (from the zip)
+    from _pytest.assertion import rewrite  # noqa: E402
 
     try:
         import ctypes
@@ -550,7 +583,8 @@ def main() -> int:
     # first: no other plugin's collection runs in the parent (the hookimpl marker needs pytest, imported just now)
     CheckRunner.pytest_collection = pytest.hookimpl(tryfirst=True)(CheckRunner.pytest_collection)
     # returns only if pytest stops before collection (a usage error): CheckRunner ends the process otherwise
-    code = pytest.main(pytest_args(args.tests, args.runtime), plugins=[reporter, CheckRunner(args, reporter, emit)])
+    runner = CheckRunner(args, reporter, emit, rewrite)
+    code = pytest.main(pytest_args(args.tests, args.runtime), plugins=[reporter, runner])
     emit({"event": "finished", "exitstatus": int(code)})
     report.close()
     return 0
