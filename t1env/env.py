@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import secrets
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable
@@ -39,6 +40,7 @@ import gymnasium as gym
 from t1env.families import get_family, split_seed
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
+from t1env.sandbox.base import PRIVATE_SETUP_DIR
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
 from t1env.spaces import ShellAction, TerminalText, brief, is_seconds
 from t1env.task import Task, TaskError
@@ -263,21 +265,8 @@ class TerminalEnv(gym.Env[str, Any]):
         return self._launch(task)
 
     def _prepare_workdir(self, task: Task, box: Sandbox) -> None:
-        wd = box.config.workdir
-        for p in task.workdir_files():
-            if p.is_dir():
-                box.put_tree(p, f"{wd}/{p.name}")
-            else:
-                box.put_file(f"{wd}/{p.name}", p.read_bytes(), p.stat().st_mode & 0o777)
-        if task.setup_script is not None:
-            path = "/tmp/.t1-setup.sh"
-            box.put_file(path, task.setup_script.read_bytes(), 0o700)
-            r = box.exec(["bash", path], timeout=task.spec.limits.setup_timeout)
-            box.exec(["rm", "-f", path], timeout=10)
-            if r.exit_code != 0:
-                why = "timed out" if r.timed_out else f"exited with {r.exit_code}"
-                tail = clean_output(r.stdout + r.stderr).strip().splitlines()[-3:]
-                raise SetupError(f"{task.setup_script}: setup {why}: {' | '.join(tail)}")
+        put_workdir(task, box)
+        run_setup(task, box)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         if self._done or self.shell is None:
@@ -459,6 +448,40 @@ class TerminalEnv(gym.Env[str, Any]):
                 stopping.result()  # the worker runs in order: every earlier stop is done too
             except Exception:
                 pass  # a failed stop is t1env gc's to clean up; it must not fail the next episode
+
+
+def put_workdir(task: Task, box: Sandbox) -> None:
+    """Copy the task's environment files (all but setup.sh and a Dockerfile) into the sandbox's workdir."""
+    wd = box.config.workdir
+    for p in task.workdir_files():
+        if p.is_dir():
+            box.put_tree(p, f"{wd}/{p.name}")
+        else:
+            box.put_file(f"{wd}/{p.name}", p.read_bytes(), p.stat().st_mode & 0o777)
+
+
+def run_setup(task: Task, box: Sandbox) -> None:
+    """Run the task's ``setup.sh`` (if any) in the sandbox; raise :class:`SetupError` if it fails.
+
+    What setup writes to ``$T1_PRIVATE`` (a fresh folder) is the checks' to know, not the agent's: it is taken
+    out of the sandbox as soon as setup exits, before the agent's shell runs anything, and shown to the checks
+    only (read-only, at ``$T1_PRIVATE``) once the agent is gone or frozen (:meth:`Sandbox.take_private_state`).
+    """
+    if task.setup_script is None:
+        return
+    path, private = "/tmp/.t1-setup.sh", PRIVATE_SETUP_DIR + secrets.token_hex(8)
+    box.put_file(path, task.setup_script.read_bytes(), 0o700)
+    r = box.exec(["bash", "-c", 'mkdir -m 700 -- "$T1_PRIVATE" && exec bash -- "$0"', path],
+                 timeout=task.spec.limits.setup_timeout, env={"T1_PRIVATE": private})
+    box.exec(["rm", "-f", path], timeout=10)
+    if r.exit_code != 0:
+        why = "timed out" if r.timed_out else f"exited with {r.exit_code}"
+        tail = clean_output(r.stdout + r.stderr).strip().splitlines()[-3:]
+        raise SetupError(f"{task.setup_script}: setup {why}: {' | '.join(tail)}")
+    try:
+        box.take_private_state(private)
+    except SandboxError as e:
+        raise SetupError(f"{task.setup_script}: {e}") from None
 
 
 def _stop(shell: ShellSession | None, box: Sandbox | None) -> None:

@@ -21,6 +21,7 @@ from t1env.env import TerminalEnv
 from t1env.exploits import run_gate, verdicts
 from t1env.registry import get_task
 from t1env.sandbox import make_sandbox
+from t1env.setup_leftovers import setup_leftover_problems
 from t1env.task import TaskError
 
 
@@ -78,6 +79,7 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, e
     v.problems += agent_code_problems(task)  # checks must not load the agent's code in process (t1env/checks_lint.py)
     try:
         v.problems += environment_problems(task, backend)
+        v.problems += setup_leftover_problems(task, backend)
         env = TerminalEnv(task=str(task.path), backend=backend)
         try:
             signatures = []

@@ -7,6 +7,11 @@ leaves nothing behind: no process, no container, no temporary directory.
 
 from __future__ import annotations
 
+import io
+import os
+import shutil
+import tarfile
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +40,78 @@ BASE_ENV: dict[str, str] = {
 
 # Where the verifier runtime and the task's tests are visible inside the sandbox at verification time.
 VERIFIER_DIR = "/.t1-verifier"
-# The verifier's environment on top of the sandbox's: no byte-code written, no plugin auto-loading,
-# no user site-packages for any Python the checks start.
-VERIFIER_ENV: dict[str, str] = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONNOUSERSITE": "1"}
+# The checks' HOME: an empty folder of the verifier's own that the agent never sees (a tmpfs of the verifier's
+# sandbox or container), so no tool a check runs reads the agent's ~/.gitconfig, pip.conf, .npmrc, .curlrc, ...
+VERIFIER_HOME = "/.t1-home"
+# Empty files in the checks' HOME (each an empty read-only file bound there), for tools that would go on
+# looking elsewhere without one: curl reads the passwd entry's home (/root, the agent's) when $CURL_HOME,
+# $XDG_CONFIG_HOME and $HOME hold no .curlrc.
+VERIFIER_HOME_FILES: tuple[str, ...] = (".curlrc",)
+# Where the checks find, read-only, what the task's setup.sh wrote to $T1_PRIVATE (see PRIVATE_SETUP_DIR).
+PRIVATE_DIR = "/.t1-private"
+# Git settings that would run a program named in config the agent could write (its ~/.gitconfig, /etc/gitconfig
+# in its container, or a work-product repository's own .git/config), turned off at command scope, which outranks
+# every config file. What is still read from a repository's own config is listed in docs/sandbox.md.
+GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    ("core.sshCommand", "ssh -F /dev/null"),
+    ("core.askPass", "true"),
+    ("credential.helper", ""),  # an empty value empties the list of helpers
+    ("log.showSignature", "false"),
+    ("gpg.program", "gpg"),
+    ("gpg.ssh.program", "ssh-keygen"),
+    ("gpg.x509.program", "gpgsm"),
+    ("protocol.ext.allow", "never"),
+)
+
+
+def verifier_env(home: str = VERIFIER_HOME, private: str = PRIVATE_DIR) -> dict[str, str]:
+    """The verifier's environment on top of the sandbox's: no byte-code written, no plugin auto-loading, no user
+    site-packages for any Python the checks start, and a clean, private configuration for every tool a check may
+    run: its own empty ``HOME`` (``home``), no system or global git config and :data:`GIT_OVERRIDES`, no pip, npm,
+    wget or ssh config files, ``T1_PRIVATE`` pointing at the task's private setup state (``private``)."""
+    env = {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONNOUSERSITE": "1",
+        "HOME": home,
+        "XDG_CONFIG_HOME": f"{home}/.config",
+        "XDG_CACHE_HOME": f"{home}/.cache",
+        "XDG_DATA_HOME": f"{home}/.local/share",
+        "CURL_HOME": home,
+        "WGETRC": "/dev/null",
+        "PIP_CONFIG_FILE": "/dev/null",
+        "PIP_NO_INPUT": "1",
+        "NPM_CONFIG_USERCONFIG": "/dev/null",
+        "NPM_CONFIG_GLOBALCONFIG": f"{home}/.npm-globalconfig",  # a file that is not there (npm refuses /dev/null twice)
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_SSH_COMMAND": "ssh -F /dev/null",
+        "GIT_ASKPASS": "true",
+        "GIT_PAGER": "cat",
+        "GIT_EDITOR": "true",
+        "GIT_SEQUENCE_EDITOR": "true",
+        "GIT_CONFIG_COUNT": str(len(GIT_OVERRIDES)),
+        "T1_PRIVATE": private,
+    }
+    for i, (key, value) in enumerate(GIT_OVERRIDES):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return env
+
+
+# The verifier's environment where HOME and the private state are at their usual places (see verifier_env).
+VERIFIER_ENV: dict[str, str] = verifier_env()
+# Where setup.sh's $T1_PRIVATE is inside the sandbox while setup runs; the host takes it out and removes it before
+# the agent's first command (Sandbox.take_private_state). Random per episode (the suffix).
+PRIVATE_SETUP_DIR = "/tmp/.t1-private-"
+# The most private state one setup may leave (a few ids and names are what it is for).
+PRIVATE_STATE_CAP = 4 * 1024 * 1024
 
 
 def verifier_argv(root: str = VERIFIER_DIR, extra: tuple[str, ...] = ()) -> list[str]:
@@ -200,6 +274,10 @@ class Sandbox(ABC):
         ``options`` (imported tasks, :class:`VerifierOptions`): extra runtime arguments and
         environment, a read-only alias of the tests and a verifier-private writable folder.
 
+        The checks' environment is :func:`verifier_env`: an empty ``HOME`` of their own and
+        ``T1_PRIVATE``, the read-only copy of :attr:`private_state`; both are staged, like the tests,
+        only once the agent's processes are gone (or frozen, in ``shared`` mode).
+
         This default, for backends that cannot isolate, copies both into the sandbox and runs the
         verifier beside the agent's processes (``isolation="none"``). The backends t1 ships override it.
         """
@@ -211,14 +289,78 @@ class Sandbox(ABC):
         self.put_tree(tests, f"{base}/tests")
         if opts.tests_alias:
             self.put_tree(tests, opts.tests_alias)
-        if opts.private_dir:
-            self.exec(["mkdir", "-p", opts.private_dir], timeout=10)
-        r = self.exec(verifier_argv(base, opts.args), timeout=timeout, env={**VERIFIER_ENV, **opts.env})
+        if self.private_state is not None:
+            self.put_tree(self.private_state, f"{base}/private")
+        self.exec(["mkdir", "-p", f"{base}/home", f"{base}/private", *([opts.private_dir] if opts.private_dir else [])],
+                  timeout=10)
+        env = {**verifier_env(f"{base}/home", f"{base}/private"), **opts.env}
+        r = self.exec(verifier_argv(base, opts.args), timeout=timeout, env=env)
         try:
             self.exec(["rm", "-rf", base], timeout=10)
         except SandboxError:
             pass
         return VerifierRun(r, "none", [f"the {self.name} backend runs the verifier beside the agent's processes"])
+
+    # -- verifier-private state --------------------------------------------------------------
+    _private_state: Path | None = None
+
+    @property
+    def private_state(self) -> Path | None:
+        """The host folder holding what the task's setup left in ``$T1_PRIVATE`` (None before any setup ran);
+        the backends show it to the checks, read-only, at :data:`PRIVATE_DIR` and never to the agent."""
+        return self._private_state
+
+    def take_private_state(self, inside: str, timeout: float = 60.0) -> None:
+        """Move the folder ``inside`` (setup.sh's ``$T1_PRIVATE``) out of the sandbox into :attr:`private_state`.
+
+        Runs inside the sandbox (``tar``, like the other file transfers), right after setup exits and before the
+        agent's shell runs anything; the folder is removed there in the same command. Only regular files and
+        folders are kept. Raises :class:`SandboxError` when a process setup started still holds a file of it open
+        (the agent could read it through ``/proc/<pid>/fd``), when it holds more than :data:`PRIVATE_STATE_CAP`
+        bytes, or when it cannot be read."""
+        script = (
+            'P=$1; cd / || exit 1; [ -d "$P" ] || exit 0\n'
+            'open=$(ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -F -e "-> $P/" | sed "s/.*-> //" | sort -u | head -3)\n'
+            'if [ -n "$open" ]; then rm -rf "$P"; echo $open >&2; exit 3; fi\n'
+            f'tar -c -f - -C "$P" . | head -c {PRIVATE_STATE_CAP + 1}\n'
+            'rm -rf "$P"\n'
+        )
+        r = self.exec(["sh", "-c", script, "sh", inside], timeout=timeout)
+        if r.exit_code == 3:
+            held = r.stderr.decode(errors="replace").strip()
+            raise SandboxError(f"a process that setup.sh started keeps {held} open, which the agent could read through "
+                               "/proc/<pid>/fd: close it (or write the file before starting that process) before setup exits")
+        if r.exit_code != 0 or r.timed_out:
+            why = "timed out" if r.timed_out else r.stderr.decode(errors="replace").strip()[-300:] or f"exit {r.exit_code}"
+            raise SandboxError(f"could not take $T1_PRIVATE ({inside}) out of the sandbox: {why}")
+        if len(r.stdout) > PRIVATE_STATE_CAP:
+            raise SandboxError(f"setup.sh left more than {PRIVATE_STATE_CAP // 2**20} MiB in $T1_PRIVATE: keep only what "
+                               "the checks need to know there (ids, names), and the task's data in the workdir")
+        if self._private_state is None:
+            self._private_state = Path(tempfile.mkdtemp(prefix="t1-private-", dir=self._private_state_parent()))
+        dest = self._private_state
+        if r.stdout:
+            try:
+                with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
+                    members = [m for m in tar.getmembers() if m.isreg() or m.isdir()]
+                    tar.extractall(dest, members=members, filter="data")
+            except (tarfile.TarError, OSError) as e:
+                raise SandboxError(f"could not take $T1_PRIVATE ({inside}) out of the sandbox: {e}") from None
+        for d, _, files in os.walk(dest):  # read-only for the checks (and the sandbox's unprivileged root)
+            os.chmod(d, 0o755)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o644)
+
+    def _private_state_parent(self) -> str | None:
+        """Where on the host :attr:`private_state` is made (None: the temp folder). A backend whose episode has a
+        host folder of its own keeps it there, so that whatever removes that folder removes it too."""
+        return None
+
+    def drop_private_state(self) -> None:
+        """Delete :attr:`private_state` (``stop()`` does)."""
+        held, self._private_state = self._private_state, None
+        if held is not None:
+            shutil.rmtree(held, ignore_errors=True)
 
     # -- files -------------------------------------------------------------------------------
     @abstractmethod

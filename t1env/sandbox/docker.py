@@ -204,6 +204,7 @@ class DockerSandbox(Sandbox):
             return False
 
     def stop(self) -> None:
+        self.drop_private_state()
         box, self._box = self._box, None
         if box is not None:
             _reaper.remove(box)

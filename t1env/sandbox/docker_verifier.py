@@ -5,7 +5,11 @@ and every binary on PATH, and leave processes running. So the checks never run i
 container's filesystem. They run in a **verifier container** made from the same (unmodified)
 image that mounts the agent container's work folders (its workdir, ``/tmp`` and ``/root``
 volumes, see :func:`t1env.sandbox.docker._work_mounts`) and t1's runtime and the task's tests
-read-only; its root filesystem is read-only too.
+read-only; its root filesystem is read-only too. Nothing is mounted or copied before the agent's
+container is stopped (``separate``) or paused (``shared``). The checks' environment is
+:func:`~t1env.sandbox.base.verifier_env`: ``HOME`` is a tmpfs of the verifier container's own
+(``/.t1-home``), and the task's private setup state (kept on the host since setup exited) is mounted
+read-only at ``/.t1-private`` (``T1_PRIVATE``).
 
 * ``separate`` mode (the default): the agent's container is killed first (every process in it
   ends; its volumes stay), and the verifier container has no network.
@@ -35,13 +39,16 @@ from pathlib import Path
 import requests
 
 from t1env.sandbox.base import (
+    PRIVATE_DIR,
     VERIFIER_DIR,
-    VERIFIER_ENV,
+    VERIFIER_HOME,
+    VERIFIER_HOME_FILES,
     ExecResult,
     SandboxError,
     VerifierOptions,
     VerifierRun,
     verifier_argv,
+    verifier_env,
 )
 from t1env.sandbox.docker_images import verifier_image
 
@@ -71,7 +78,7 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     kw = d._create_kwargs(image, sandbox.config, sandbox.task.id if sandbox.task else None)
     kw.update(
         command=verifier_argv(extra=opts.args),
-        environment={**sandbox.config.environ(), **VERIFIER_ENV, **opts.env},
+        environment={**sandbox.config.environ(), **verifier_env(), **opts.env},
         init=False,
         volumes_from=[box.id],
         mounts=[],
@@ -82,19 +89,26 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     if shared:
         kw.update(pid_mode=f"container:{box.id}")
         kw.pop("hostname", None)  # it shares the agent's uts via the network namespace
+    tmpfs = {VERIFIER_HOME: "rw,mode=1777,size=64m"}  # the checks' own HOME: empty, never the agent's /root
     if opts.private_dir:
-        kw.update(tmpfs={opts.private_dir: "rw,mode=0755,size=64m"})
-    kw.update(read_only=True)
+        tmpfs[opts.private_dir] = "rw,mode=0755,size=64m"
+    kw.update(tmpfs=tmpfs, read_only=True)
+    private = sandbox.private_state
+    if private is None:  # no setup state: $T1_PRIVATE is an empty, read-only folder
+        tmpfs[PRIVATE_DIR] = "ro,mode=0755,size=4k"
+    empty_files = [Mount(f"{VERIFIER_HOME}/{f}", "/dev/null", type="bind", read_only=True) for f in VERIFIER_HOME_FILES]
     if local_engine:
         mounts = [Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
                   Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True)]
         if opts.tests_alias:
             mounts.append(Mount(opts.tests_alias, str(tests), type="bind", read_only=True))
-        kw.update(mounts=mounts)
+        if private is not None:
+            mounts.append(Mount(PRIVATE_DIR, str(private), type="bind", read_only=True))
+        kw.update(mounts=mounts + empty_files)
 
     try:
         if shared:
-            c.api.pause(box.id)
+            _pause(c, box.id)
         else:
             try:
                 c.api.kill(box.id)
@@ -110,7 +124,7 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     volumes: list[str] = []
     try:
         if not local_engine:
-            kw.update(mounts=_deliver(c, sandbox.image, runtime, tests, opts.tests_alias, volumes))
+            kw.update(mounts=_deliver(c, sandbox.image, runtime, tests, opts.tests_alias, private, volumes) + empty_files)
             notes.append("remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes")
         vid = c.containers.create(**kw).id
         d._live[vid] = sandbox.host
@@ -152,6 +166,20 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     return VerifierRun(result, "shared" if shared else "separate", notes)
 
 
+def _pause(c, cid: str, tries: int = 10) -> None:
+    """Pause (freeze) the agent's container. runc gives up with "unable to freeze" when a process of it does not
+    reach the frozen state in time (one in uninterruptible disk sleep on a busy machine, measured here under load
+    while the agent's last command started a daemon): try again, a little later each time."""
+    for i in range(tries):
+        try:
+            c.api.pause(cid)
+            return
+        except Exception as e:
+            if "unable to freeze" not in str(e) or i == tries - 1:
+                raise
+            time.sleep(0.05 * (i + 1))
+
+
 def _wait_ready(c, vid: str, wait: float) -> None:
     """Wait until the verifier has printed its first line (``ready``), has exited, or ``wait`` s passed."""
     deadline = time.monotonic() + wait
@@ -163,13 +191,15 @@ def _wait_ready(c, vid: str, wait: float) -> None:
         time.sleep(0.01)
 
 
-STAGE = ("/.t1-stage-runtime", "/.t1-stage-tests")  # where the staging container mounts the volumes
+STAGE = ("/.t1-stage-runtime", "/.t1-stage-tests", "/.t1-stage-private")  # where the staging container mounts the volumes
 
 
-def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None, volumes: list[str]) -> list:
-    """Copy the runtime (with the tests in its ``tests/``) and, for ``tests_alias``, the tests again
-    into new volumes on the engine; returns the verifier container's read-only mounts of them. The
-    volumes' names are appended to ``volumes`` as they are made (the caller removes them).
+def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None, private: Path | None,
+             volumes: list[str]) -> list:
+    """Copy the runtime (with the tests in its ``tests/``), for ``tests_alias`` the tests again, and the
+    task's private setup state (``private``) into new volumes on the engine; returns the verifier
+    container's read-only mounts of them. The volumes' names are appended to ``volumes`` as they are made
+    (the caller removes them).
 
     ``put_archive`` cannot write into a read-only mount or root filesystem, so the copy goes through a
     staging container: created from ``image`` (already on the engine) with the volumes mounted
@@ -180,8 +210,13 @@ def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None,
 
     labels = {LABEL: "1", LABEL_OWNER: _OWNER}
     trees = [_tar({"": runtime, "tests": tests})]
+    targets = [VERIFIER_DIR]
     if tests_alias:
         trees.append(_tar({"": tests}))
+        targets.append(tests_alias)
+    if private is not None:
+        trees.append(_tar({"": private}))
+        targets.append(PRIVATE_DIR)
     for _ in trees:
         volumes.append(c.api.create_volume(labels=labels)["Name"])
     host_config = c.api.create_host_config(mounts=[Mount(STAGE[i], volumes[i], type="volume") for i in range(len(trees))],
@@ -196,10 +231,7 @@ def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None,
             c.api.remove_container(stage, force=True, v=False)
         except Exception:
             pass
-    mounts = [Mount(VERIFIER_DIR, volumes[0], type="volume", read_only=True)]
-    if tests_alias:
-        mounts.append(Mount(tests_alias, volumes[1], type="volume", read_only=True))
-    return mounts
+    return [Mount(target, volumes[i], type="volume", read_only=True) for i, target in enumerate(targets)]
 
 
 def _tar(trees: dict[str, Path]) -> bytes:

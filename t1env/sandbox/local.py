@@ -512,6 +512,7 @@ class LocalSandbox(Sandbox):
 
     def stop(self) -> None:
         self.end_processes()
+        self.drop_private_state()
         cg, self._cg = self._cg, None
         if cg is not None:
             cg.destroy()
@@ -530,6 +531,9 @@ class LocalSandbox(Sandbox):
     @property
     def alive(self) -> bool:
         return self._init is not None and self._init.poll() is None
+
+    def _private_state_parent(self) -> str | None:
+        return str(self._root) if self._root is not None else None  # removed with the episode folder (and by gc)
 
     def oom_kills(self) -> int | None:
         return self._cg.oom_kills() if self._cg is not None and self._cg.enforced["memory"] else None

@@ -2,18 +2,26 @@
 
 t1's runtime and the task's tests are copied, on the host, into the episode's ``verifier`` folder,
 which the sandbox sees read-only at ``/.t1-verifier`` (the agent can neither write there nor plant
-links: that host folder is not mounted anywhere writable). The interpreter is the host's
-``python3`` under the sandbox's read-only ``/usr``, started with ``-I``.
+links: that host folder is not mounted anywhere writable), and only once no agent process can look:
+after they all ended (``separate``) or froze (``shared``). The interpreter is the host's
+``python3`` under the sandbox's read-only ``/usr``, started with ``-I``. The checks' environment is
+:func:`~t1env.sandbox.base.verifier_env`: their own empty ``HOME`` and ``T1_PRIVATE``, the read-only
+copy of what the task's setup wrote there (kept on the host since setup exited).
 
 * ``separate`` mode (the default): the sandbox's pid 1 is killed first, and with it every process
   of its pid namespace (daemons, double forks, ``setsid`` included). The verifier then runs as pid 1
   of a **fresh** bubblewrap sandbox over the same episode folders (workdir, ``/tmp``, ``/root``),
-  with the same user namespace mapping, seccomp filter, capabilities and cgroups, and no network.
+  with the same user namespace mapping, seccomp filter, capabilities and cgroups, and no network;
+  its ``HOME`` is a tmpfs of its own at ``/.t1-home`` and the private state is bound read-only at
+  ``/.t1-private``.
 * ``shared`` mode: the agent's processes are frozen (:mod:`t1env.sandbox.freezer`), the verifier is
   started inside the sandbox's namespaces (it sees the agent's processes and services), and the
   processes are thawed once the verifier's first report line (``ready``) says it has made itself
   non-dumpable. On cgroup v2 the verifier stays out of the sandbox's cgroup (which is the one being
-  frozen), so the pids and memory caps do not apply to it there.
+  frozen), so the pids and memory caps do not apply to it there. Nothing can be mounted into the
+  agent's namespaces, so ``HOME`` is an empty read-only ``/.t1-verifier/home`` and ``T1_PRIVATE`` is
+  ``/.t1-verifier/private``; once thawed, the agent's processes can read (not change) the tests and
+  the private state while the checks run.
 
 Imported tasks (:class:`~t1env.sandbox.base.VerifierOptions`): in ``separate`` mode the fresh
 sandbox also shows the tests read-only at ``tests_alias`` and has a tmpfs of its own at
@@ -30,7 +38,18 @@ import subprocess
 import time
 from pathlib import Path
 
-from t1env.sandbox.base import VERIFIER_DIR, VERIFIER_ENV, ExecResult, SandboxError, VerifierOptions, VerifierRun, verifier_argv
+from t1env.sandbox.base import (
+    PRIVATE_DIR,
+    VERIFIER_DIR,
+    VERIFIER_HOME,
+    VERIFIER_HOME_FILES,
+    ExecResult,
+    SandboxError,
+    VerifierOptions,
+    VerifierRun,
+    verifier_argv,
+    verifier_env,
+)
 from t1env.sandbox.bounded import Finished, OutputCapture, pump
 from t1env.sandbox.cgroups import SandboxCgroups
 from t1env.sandbox.freezer import Freezer, _state, pids_in_namespace
@@ -62,8 +81,10 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, opt
         raise SandboxError(f"the local backend's shared-mode verifier cannot give the verifier a private {opts.private_dir}: "
                            "use backend='docker'")
     dest = box._root / "verifier"
-    _stage(runtime, tests, dest)
-    env = {**box.config.environ(), **VERIFIER_ENV, **opts.env}
+    if mode == "shared":  # nothing can be mounted into the agent's namespaces: HOME and the private state are staged
+        env = {**box.config.environ(), **verifier_env(f"{VERIFIER_DIR}/home", f"{VERIFIER_DIR}/private"), **opts.env}
+    else:
+        env = {**box.config.environ(), **verifier_env(), **opts.env}
     extra_notes = []
     if mode == "shared" and opts.tests_alias:
         env = {k: v.replace(opts.tests_alias, f"{VERIFIER_DIR}/tests") if v.startswith(opts.tests_alias) else v for k, v in env.items()}
@@ -71,9 +92,9 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, opt
     t0 = time.monotonic()
     try:
         if mode == "shared":
-            res, notes = _shared(box, env, timeout, opts.args)
+            res, notes = _shared(box, env, timeout, opts.args, lambda: _stage(runtime, tests, dest, box.private_state))
         else:
-            res, notes = _separate(box, env, timeout, opts)
+            res, notes = _separate(box, env, timeout, opts, lambda: _stage(runtime, tests, dest))
         notes = notes + extra_notes
     finally:
         _clear(dest)
@@ -82,17 +103,24 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, opt
     return VerifierRun(result, "shared" if mode == "shared" else "separate", notes)
 
 
-def _separate(box, env: dict, timeout: float, opts: VerifierOptions) -> tuple[Finished, list[str]]:
+def _separate(box, env: dict, timeout: float, opts: VerifierOptions, stage) -> tuple[Finished, list[str]]:
     end_agent(box)
+    stage()  # only now: no process of the agent is left to watch the verifier folder fill
     argv = box._bwrap_argv()
-    mounts = []
+    # before the root is made read-only, so that their mount points can be made
+    mounts = ["--tmpfs", VERIFIER_HOME]
+    for f in VERIFIER_HOME_FILES:  # regular empty files (a device node cannot be opened on the user namespace's mounts)
+        mounts += ["--ro-bind", str(box._root / "verifier" / "home" / f), f"{VERIFIER_HOME}/{f}"]
+    if box.private_state is not None:
+        mounts += ["--ro-bind", str(box.private_state), PRIVATE_DIR]
+    else:
+        mounts += ["--dir", PRIVATE_DIR]  # empty (and read-only with the root)
     if opts.tests_alias:
         mounts += ["--ro-bind", str(box._root / "verifier" / "tests"), opts.tests_alias]
     if opts.private_dir:
         mounts += ["--tmpfs", opts.private_dir]
-    if mounts:  # before the root is made read-only, so that their mount points can be made
-        i = next((i for i in range(len(argv) - 1) if argv[i] == "--remount-ro" and argv[i + 1] == "/"), len(argv))
-        argv[i:i] = mounts
+    i = next((i for i in range(len(argv) - 1) if argv[i] == "--remount-ro" and argv[i + 1] == "/"), len(argv))
+    argv[i:i] = mounts
     # --as-pid-1: no bwrap monitor as pid 1 holding the report pipe (a normal user's bwrap is dumpable: any
     # program a check runs could write the report through /proc/1/fd/1); the non-dumpable verifier is pid 1
     argv += ["--as-pid-1", "--chdir", box.config.workdir, "--", *verifier_argv(extra=opts.args)]
@@ -112,12 +140,13 @@ def _separate(box, env: dict, timeout: float, opts: VerifierOptions) -> tuple[Fi
     return res, []
 
 
-def _shared(box, env: dict, timeout: float, extra: tuple[str, ...] = ()) -> tuple[Finished, list[str]]:
+def _shared(box, env: dict, timeout: float, extra: tuple[str, ...], stage) -> tuple[Finished, list[str]]:
     v2 = (SandboxCgroups.ROOT / "cgroup.controllers").exists()
     cg = box._cg
     freezer = Freezer(box.init_pid, v2_cgroup=cg.dirs[0] if (v2 and cg is not None and cg.dirs) else None)
     mechanism = freezer.freeze()
     try:
+        stage()  # only now: the agent's processes are frozen (they see the verifier folder again once thawed)
         # on cgroup v2 the freezer is the sandbox's own cgroup: the verifier must not join it
         preexec = box.preexec() if not v2 else box.preexec_without_cgroups()
         proc = subprocess.Popen(
@@ -150,15 +179,24 @@ def end_agent(box, wait: float = 5.0) -> None:
     raise SandboxError("the agent's processes did not end within 5 s; not verifying beside them")
 
 
-def _stage(runtime: Path, tests: Path, dest: Path) -> None:
-    """Copy the runtime and the tests into the episode's verifier folder, readable by the sandbox's root."""
+def _stage(runtime: Path, tests: Path, dest: Path, private: Path | None = None) -> None:
+    """Copy the runtime and the tests into the episode's verifier folder, readable (not writable) by the sandbox's
+    root, with ``home`` (the shared-mode verifier's HOME, holding :data:`VERIFIER_HOME_FILES`, which the
+    separate-mode verifier's tmpfs HOME binds) and ``private`` (a copy of ``private``, the task's private setup
+    state, in shared mode, where nothing can be mounted for the verifier alone; else empty)."""
     _clear(dest)
     try:
         shutil.copytree(runtime, dest, dirs_exist_ok=True, symlinks=False)
         shutil.copytree(tests, dest / "tests", dirs_exist_ok=True, symlinks=False,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        if private is not None:
+            shutil.copytree(private, dest / "private", symlinks=False)
     except shutil.Error as e:  # one (src, dst, why) per file: say the first reason, e.g. the disk is full
         raise OSError(f"staging the verifier into the episode folder failed: {e.args[0][0][2]}") from None
+    (dest / "home").mkdir(exist_ok=True)
+    for f in VERIFIER_HOME_FILES:
+        (dest / "home" / f).touch()
+    (dest / "private").mkdir(exist_ok=True)
     for d, dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for f in files:

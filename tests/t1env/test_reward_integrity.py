@@ -16,7 +16,10 @@ Tasks: ``hello-file`` (built in, 5 checks, separate-mode verification),
 from __future__ import annotations
 
 import base64
+import io
 import json
+import os
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -25,6 +28,7 @@ import pytest
 from t1env.agents import oracle_command
 from t1env.env import TerminalEnv
 from t1env.registry import get_task
+from t1env.verify import verify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 TASKS = {"hello-file": "hello-file", "script": str(FIXTURES / "integrity-script"), "service": str(FIXTURES / "integrity-service")}
@@ -550,6 +554,150 @@ def test_processes_that_sigcont_each_other_cannot_outrun_the_freeze(backend):
                                                write("/tmp/.wakers.py", WAKERS), bg("python3 /tmp/.wakers.py")])
     if backend == "local":
         assert any("frozen (" in n for n in info["verifier_notes"]), info["verifier_notes"]
+
+
+# -- answer keys, staging and the checks' environment (issue 24, parts 2-4) -----------------------------------
+
+TASKS.update({"stop-scratch": "processes-stop-scratch", "lock-holder": "process-lock-holder",
+              "tools": str(FIXTURES / "integrity-tools")})
+
+
+def play_and_look(backend: str, task: str, commands: list[str]) -> tuple[tuple[float, int, int], dict[str, bytes], object]:
+    """Play the attack, verify (as ``submit`` does), then read every file the agent's folders (workdir, ``/tmp``,
+    ``/root``) hold after verification: ((reward, passed, total), {path: content}, the VerifyResult)."""
+    env = TerminalEnv(task=TASKS[task], backend=backend, prestart=False)
+    try:
+        env.reset(seed=0)
+        for cmd in commands:
+            _, _, terminated, truncated, info = env.step({"command": cmd, "timeout": 60})
+            assert not (terminated or truncated), info
+        res = verify(env.sandbox, env.task)
+        files = _agent_files(env.sandbox)
+        return (res.reward("count"), res.passed, res.total), files, res
+    finally:
+        env.close()
+
+
+def _agent_files(box) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    if box.name == "local":  # the episode's host folders, after the verifier ran
+        for inside, host in (("/app", box._root / "app"), ("/tmp", box._root / "tmp"), ("/root", box._root / "home")):
+            for d, _, names in os.walk(host):
+                for n in names:
+                    p = Path(d, n)
+                    if p.is_file() and not p.is_symlink():
+                        out[f"{inside}/{p.relative_to(host)}"] = p.read_bytes()
+        return out
+    from t1env.sandbox import docker as D
+
+    c = D.client(box.host)  # the agent's container is stopped (separate mode): read its folders over the API
+    for inside in ("/app", "/tmp", "/root"):
+        stream, _ = c.api.get_archive(box.container_id, inside)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            for m in tar.getmembers():
+                if m.isreg():
+                    out[f"{inside.rsplit('/', 1)[0]}/{m.name}"] = tar.extractfile(m).read()
+    return out
+
+
+def _answer_keys(names: dict[str, str]) -> str:
+    """Shell: write forged answer keys (``{file name: json}``) where the old setup kept them (``/tmp/.t1-<name>``) and,
+    from a watcher (a Python loop: it forks nothing), into every private folder the agent can find, whenever one
+    appears."""
+    watcher = textwrap.dedent(
+        f"""
+        import glob, time
+        end = time.time() + 120
+        while time.time() < end:
+            for d in glob.glob("/tmp/.t1-private*") + ["/.t1-private", "/.t1-verifier/private"]:
+                for name, text in {names!r}.items():
+                    try:
+                        open(d + "/" + name, "w").write(text)
+                    except OSError:
+                        pass
+            time.sleep(0.01)
+        """
+    )
+    return "; ".join([write(f"/tmp/.t1-{n}", text) for n, text in names.items()]
+                     + [write("/tmp/.keys.py", watcher), bg("python3 /tmp/.keys.py")])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_answer_keys_setup_wrote_cannot_be_rewritten(backend):
+    """processes-stop-scratch and process-lock-holder kept their answer keys (the pids to stop, the lock holder) in
+    /tmp, where the agent rewrote them and won 3/3 and 4/7 with nothing killed; now setup writes them to $T1_PRIVATE,
+    taken out of the sandbox before the agent's first command."""
+    dead = "[999991, 999992, 999993]"
+    assert_no_gain(backend, "stop-scratch", [_answer_keys({"jobs.json": f'{{"keep": [1], "stop": {dead}}}'})])
+    procs = '{"keeper": 1, "holder": 999991, "others": [1, 1], "children": [999992, 999993]}'
+    assert_no_gain(backend, "lock-holder", [_answer_keys({"procs.json": procs})])
+
+
+WATCHER = textwrap.dedent(
+    """
+    import os, shutil, time
+    os.makedirs("/app/leak", exist_ok=True)
+    open("/app/leak/.alive", "w").close()
+    end = time.time() + 300
+    while time.time() < end:  # a tight polling loop: anything that appears under /.t1-verifier is copied out
+        for d, _, names in os.walk("/.t1-verifier"):
+            for n in names:
+                try:
+                    shutil.copy(os.path.join(d, n), "/app/leak/" + d.replace("/", "_") + "_" + n)
+                except OSError:
+                    pass
+    """
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_watcher_never_sees_the_tests(backend):
+    """A daemon copies anything that appears under /.t1-verifier into /app (it copied a test out in 2 of 3 runs when
+    the local backend staged the tests before ending the agent): the tests are staged only once it is gone, so after
+    verification the agent's folders hold no test file, and the reward is the no-op's."""
+    expected = baseline(backend, "hello-file")
+    started = "for _ in $(seq 300); do [ -f /app/leak/.alive ] && break; sleep 0.1; done"
+    got, files, res = play_and_look(backend, "hello-file", [write("/tmp/.watch.py", WATCHER), bg("python3 /tmp/.watch.py"), started])
+    assert "/app/leak/.alive" in files, sorted(files)  # the watcher ran
+    assert [p for p in files if p.startswith("/app/leak/") and p != "/app/leak/.alive"] == []
+    tests = [p.read_bytes() for p in get_task("hello-file").tests_dir.glob("test_*.py")]
+    assert not [p for p, data in files.items() if any(t[:200] in data for t in tests)]
+    assert got == expected and res.error is None, res.error
+
+
+def _tool_configs() -> list[str]:
+    """The agent's configuration for the tools the checks run, each entry running agent code (which forges a report
+    and leaves a marker /tmp/.ran-<where>) or changing what the tool prints."""
+    run = "python3 /tmp/.evil.py"
+    hook = "#!/bin/sh\n" + run + " hook-$(basename $0)\n"
+    gitconfig = f"[core]\n\tfsmonitor = {run} fsmonitor\n\thooksPath = /tmp/.hooks\n\tpager = {run} pager\n" \
+                f"[credential]\n\thelper = !{run} credential\n[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {run}\n"
+    evil = forge_py("tools", exit_after=False) + "\nimport sys\nopen('/tmp/.ran-' + (sys.argv[1:] or ['x'])[0], 'w').close()\n"
+    cmds = [write("/tmp/.evil.py", evil),
+            write("/root/.gitconfig", gitconfig.replace("fsmonitor\n", "global-fsmonitor\n")),
+            write("/root/.config/git/config", gitconfig.replace("fsmonitor\n", "xdg-fsmonitor\n")),
+            write("/etc/gitconfig", gitconfig.replace("fsmonitor\n", "system-fsmonitor\n")),  # Docker: writable
+            "cat /root/.gitconfig >> /app/repo/.git/config",  # the repository's own config: hooks, fsmonitor
+            write("/root/.curlrc", 'trace-ascii = "/tmp/.ran-curlrc"\nwrite-out = "FORGED"\n'),
+            write("/root/.config/pip/pip.conf", "[global]\nlog = /tmp/.ran-pip\n"),
+            write("/root/.pip/pip.conf", "[global]\nlog = /tmp/.ran-pip\n"),
+            write("/root/.npmrc", "cache=/tmp/.ran-npm\n")]
+    for name in ("post-index-change", "reference-transaction", "pre-commit", "post-checkout", "pre-auto-gc"):
+        cmds += [write(f"/tmp/.hooks/{name}", hook, "755"), write(f"/app/repo/.git/hooks/{name}", hook, "755")]
+    return cmds
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_agents_tool_configuration_is_not_read_by_the_checks(backend):
+    """The checks' HOME was the agent's /root: a core.fsmonitor in /root/.gitconfig ran agent code whenever a check
+    ran git. Now the checks have a HOME of their own, no global or system git config, git's command-running settings
+    off at command scope (also over the repository's own .git/config), and no pip, npm or curl config of the
+    agent's: the reward is the no-op's and no agent program ran during verification."""
+    expected = baseline(backend, "tools")
+    got, files, res = play_and_look(backend, "tools", _tool_configs())
+    assert "/tmp/.evil.py" in files and "/app/repo/.git/hooks/pre-commit" in files  # the attack is in place
+    assert sorted(p for p in files if p.startswith("/tmp/.ran-")) == []  # none of the agent's programs ran
+    assert got == expected and res.error is None, ([(c.name, c.passed, c.message) for c in res.checks], res.error)
 
 
 # -- agent code in the checks' process (issue 24, part 1) ---------------------------------------------------

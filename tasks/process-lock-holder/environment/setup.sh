@@ -23,5 +23,6 @@ for _ in $(seq 50); do
 done
 [ "$(helpers | wc -l)" = 2 ] || { echo "helpers did not start" >&2; exit 1; }
 children=$(helpers | tr '\n' ',' | sed 's/,$//')
+# the answer key goes to $T1_PRIVATE: only the checks see it (the agent could rewrite a file in /tmp)
 printf '{"keeper": %s, "holder": %s, "others": [%s, %s], "children": [%s]}\n' \
-  "$keeper" "$holder" "$other1" "$other2" "$children" > /tmp/.t1-procs.json
+  "$keeper" "$holder" "$other1" "$other2" "$children" > "$T1_PRIVATE/procs.json"

@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-STATE = json.loads(Path("/tmp/.t1-procs.json").read_text())
+STATE = json.loads(Path(os.environ["T1_PRIVATE"], "procs.json").read_text())
 TICKER_PID = Path("/app/run/ticker.pid")
 TICKER_LOG = Path("/app/run/ticker.log")
 

@@ -1,8 +1,9 @@
 import json
+import os
 import socket
 from pathlib import Path
 
-PIDS = json.loads(Path("/tmp/.t1-listeners.json").read_text())
+PIDS = json.loads(Path(os.environ["T1_PRIVATE"], "listeners.json").read_text())
 
 
 def alive(pid):

@@ -1,7 +1,8 @@
 import json
+import os
 from pathlib import Path
 
-STATE = json.loads(Path("/tmp/.t1-jobs.json").read_text())
+STATE = json.loads(Path(os.environ["T1_PRIVATE"], "jobs.json").read_text())
 
 
 def alive(pid):

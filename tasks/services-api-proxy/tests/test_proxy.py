@@ -66,7 +66,7 @@ def test_detached_pidfile():
 
 def test_zz_backend_down_gives_502():
     assert req("/health")[0] == 200, "proxy not running"
-    pid = int(Path("/tmp/.t1-backend.pid").read_text())
+    pid = int(Path(os.environ["T1_PRIVATE"], "backend.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     time.sleep(0.3)
     assert req("/api/anything")[0] == 502

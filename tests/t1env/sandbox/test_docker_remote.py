@@ -185,8 +185,8 @@ def deliveries(monkeypatch):
     seen = []
     real = docker_verifier._deliver
 
-    def spy(c, image, runtime, tests, alias, volumes):
-        mounts = real(c, image, runtime, tests, alias, volumes)
+    def spy(c, image, runtime, tests, alias, private, volumes):
+        mounts = real(c, image, runtime, tests, alias, private, volumes)
         seen.append((mounts, list(volumes)))
         return mounts
 
