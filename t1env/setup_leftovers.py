@@ -31,8 +31,8 @@ _MARK = "/tmp/.t1-lint-before-setup"
 # Where a setup's own leftovers are not the task's (the system's pseudo-files, the marker of this lint).
 _PRUNE = ("/proc", "/sys", "/dev", _MARK)
 # Folders too general to count as naming a leftover when a test mentions them.
-_GENERAL = {"/", "/tmp", "/var", "/var/tmp", "/var/lib", "/var/log", "/var/run", "/root", "/run", "/etc", "/opt", "/srv",
-            "/home", "/usr", "/usr/local"}
+_GENERAL = {"/", "/tmp", "/var", "/var/tmp", "/var/lib", "/var/log", "/var/run", "/root", "/run", "/etc", "/opt",
+            "/srv", "/home", "/usr", "/usr/local"}
 
 
 def setup_leftovers(task: Task, backend: str = "local") -> list[str]:
@@ -70,8 +70,8 @@ def setup_leftover_problems(task_ref: str | Path | Task, backend: str = "local")
         readers = [name for name, text in tests.items() if any(n in text for n in names)]
         if readers:
             problems.append(
-                f"{task.setup_script}: leaves {path} outside the workdir, and tests/{readers[0]} reads it: the agent can "
-                'read and rewrite it; write it to "$T1_PRIVATE/" instead and read it there in the tests '
+                f"{task.setup_script}: leaves {path} outside the workdir, and tests/{readers[0]} reads it: the agent "
+                'can read and rewrite it; write it to "$T1_PRIVATE/" instead and read it there in the tests '
                 '(os.environ["T1_PRIVATE"]), where only the checks see it'
             )
     return problems

@@ -87,7 +87,7 @@ def verifier_env(home: str = VERIFIER_HOME, private: str = PRIVATE_DIR) -> dict[
         "PIP_CONFIG_FILE": "/dev/null",
         "PIP_NO_INPUT": "1",
         "NPM_CONFIG_USERCONFIG": "/dev/null",
-        "NPM_CONFIG_GLOBALCONFIG": f"{home}/.npm-globalconfig",  # a file that is not there (npm refuses /dev/null twice)
+        "NPM_CONFIG_GLOBALCONFIG": f"{home}/.npm-globalconfig",  # not there (npm refuses /dev/null twice)
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_ATTR_NOSYSTEM": "1",
@@ -328,14 +328,16 @@ class Sandbox(ABC):
         r = self.exec(["sh", "-c", script, "sh", inside], timeout=timeout)
         if r.exit_code == 3:
             held = r.stderr.decode(errors="replace").strip()
-            raise SandboxError(f"a process that setup.sh started keeps {held} open, which the agent could read through "
-                               "/proc/<pid>/fd: close it (or write the file before starting that process) before setup exits")
+            raise SandboxError(f"a process that setup.sh started keeps {held} open, which the agent could read "
+                               "through /proc/<pid>/fd: close it (or write the file before starting that process) "
+                               "before setup exits")
         if r.exit_code != 0 or r.timed_out:
-            why = "timed out" if r.timed_out else r.stderr.decode(errors="replace").strip()[-300:] or f"exit {r.exit_code}"
+            err = r.stderr.decode(errors="replace").strip()[-300:]
+            why = "timed out" if r.timed_out else err or f"exit {r.exit_code}"
             raise SandboxError(f"could not take $T1_PRIVATE ({inside}) out of the sandbox: {why}")
         if len(r.stdout) > PRIVATE_STATE_CAP:
-            raise SandboxError(f"setup.sh left more than {PRIVATE_STATE_CAP // 2**20} MiB in $T1_PRIVATE: keep only what "
-                               "the checks need to know there (ids, names), and the task's data in the workdir")
+            raise SandboxError(f"setup.sh left more than {PRIVATE_STATE_CAP // 2**20} MiB in $T1_PRIVATE: keep only "
+                               "what the checks need to know there (ids, names), and the task's data in the workdir")
         if self._private_state is None:
             self._private_state = Path(tempfile.mkdtemp(prefix="t1-private-", dir=self._private_state_parent()))
         dest = self._private_state

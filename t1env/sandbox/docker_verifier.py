@@ -124,7 +124,8 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     volumes: list[str] = []
     try:
         if not local_engine:
-            kw.update(mounts=_deliver(c, sandbox.image, runtime, tests, opts.tests_alias, private, volumes) + empty_files)
+            delivered = _deliver(c, sandbox.image, runtime, tests, opts.tests_alias, private, volumes)
+            kw.update(mounts=delivered + empty_files)
             notes.append("remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes")
         vid = c.containers.create(**kw).id
         d._live[vid] = sandbox.host
@@ -191,7 +192,8 @@ def _wait_ready(c, vid: str, wait: float) -> None:
         time.sleep(0.01)
 
 
-STAGE = ("/.t1-stage-runtime", "/.t1-stage-tests", "/.t1-stage-private")  # where the staging container mounts the volumes
+# where the staging container mounts the volumes
+STAGE = ("/.t1-stage-runtime", "/.t1-stage-tests", "/.t1-stage-private")
 
 
 def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None, private: Path | None,

@@ -562,7 +562,7 @@ TASKS.update({"stop-scratch": "processes-stop-scratch", "lock-holder": "process-
               "tools": str(FIXTURES / "integrity-tools")})
 
 
-def play_and_look(backend: str, task: str, commands: list[str]) -> tuple[tuple[float, int, int], dict[str, bytes], object]:
+def play_and_look(backend: str, task: str, commands: list[str]) -> tuple[tuple[float, int, int], dict, object]:
     """Play the attack, verify (as ``submit`` does), then read every file the agent's folders (workdir, ``/tmp``,
     ``/root``) hold after verification: ((reward, passed, total), {path: content}, the VerifyResult)."""
     env = TerminalEnv(task=TASKS[task], backend=backend, prestart=False)
@@ -657,7 +657,8 @@ def test_a_watcher_never_sees_the_tests(backend):
     verification the agent's folders hold no test file, and the reward is the no-op's."""
     expected = baseline(backend, "hello-file")
     started = "for _ in $(seq 300); do [ -f /app/leak/.alive ] && break; sleep 0.1; done"
-    got, files, res = play_and_look(backend, "hello-file", [write("/tmp/.watch.py", WATCHER), bg("python3 /tmp/.watch.py"), started])
+    attack = [write("/tmp/.watch.py", WATCHER), bg("python3 /tmp/.watch.py"), started]
+    got, files, res = play_and_look(backend, "hello-file", attack)
     assert "/app/leak/.alive" in files, sorted(files)  # the watcher ran
     assert [p for p in files if p.startswith("/app/leak/") and p != "/app/leak/.alive"] == []
     tests = [p.read_bytes() for p in get_task("hello-file").tests_dir.glob("test_*.py")]
@@ -672,7 +673,8 @@ def _tool_configs() -> list[str]:
     hook = "#!/bin/sh\n" + run + " hook-$(basename $0)\n"
     gitconfig = f"[core]\n\tfsmonitor = {run} fsmonitor\n\thooksPath = /tmp/.hooks\n\tpager = {run} pager\n" \
                 f"[credential]\n\thelper = !{run} credential\n[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {run}\n"
-    evil = forge_py("tools", exit_after=False) + "\nimport sys\nopen('/tmp/.ran-' + (sys.argv[1:] or ['x'])[0], 'w').close()\n"
+    marker = "\nimport sys\nopen('/tmp/.ran-' + (sys.argv[1:] or ['x'])[0], 'w').close()\n"
+    evil = forge_py("tools", exit_after=False) + marker
     cmds = [write("/tmp/.evil.py", evil),
             write("/root/.gitconfig", gitconfig.replace("fsmonitor\n", "global-fsmonitor\n")),
             write("/root/.config/git/config", gitconfig.replace("fsmonitor\n", "xdg-fsmonitor\n")),

@@ -63,11 +63,12 @@ def test_private_read_only():
 def test_home_is_not_root():
     assert os.environ["HOME"] != "/root" and set(os.listdir(os.environ["HOME"])) <= {".curlrc"}
 """}
-    d = make_task(tests=tests, env_files={"setup.sh": '#!/bin/bash\nmkdir "$T1_PRIVATE/sub"\necho s3cret > "$T1_PRIVATE/sub/key"\n'})
+    setup = '#!/bin/bash\nmkdir "$T1_PRIVATE/sub"\necho s3cret > "$T1_PRIVATE/sub/key"\n'
+    d = make_task(tests=tests, env_files={"setup.sh": setup})
     env = TerminalEnv(task=str(d), backend="local", prestart=False)
     try:
         env.reset(seed=0)
-        obs, *_ = env.step("grep -rs s3cret / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; ls -a /tmp; echo done")
+        obs, *_ = env.step("grep -rs s3cret / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; ls -a /tmp")
         assert "s3cret" not in obs.replace("grep -rs s3cret", "") and ".t1-private" not in obs, obs
         _, reward, _, _, info = env.step({"submit": True})
         assert info["passed"] == 3, info["checks"]
@@ -80,7 +81,8 @@ def test_a_daemon_holding_a_private_file_open_fails_setup(make_task):
                                          'setsid sleep 300 < "$T1_PRIVATE/pid" > /dev/null 2>&1 &\n'})
     env = TerminalEnv(task=str(d), backend="local", prestart=False)
     try:
-        with pytest.raises(SetupError, match=r"setup.sh: a process that setup.sh started keeps /tmp/\.t1-private-\w+/pid open"):
+        held = r"setup.sh: a process that setup.sh started keeps /tmp/\.t1-private-\w+/pid open"
+        with pytest.raises(SetupError, match=held):
             env.reset(seed=0)
     finally:
         env.close()
