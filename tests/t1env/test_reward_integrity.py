@@ -790,3 +790,45 @@ def test_imported_tasks_agent_module_changes_at_most_its_own_check(backend, stan
     assert info["checks_trusting_agent_code"] == [HB_IMPORTS]
     assert any(t["kind"] == "cross_check_result" and t["detail"].startswith(HB_IMPORTS) for t in info["tamper"]), info["tamper"]
     assert noop["checks_trusting_agent_code"] == []  # no calc.py, no agent code: nothing to record
+
+
+LEAVER = textwrap.dedent(
+    """
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+
+    def sleepers():
+        found = []
+        for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\\x00300\\x00":
+                    found.append(pid)
+            except OSError:
+                pass
+        return found
+
+
+    def test_a_leaves_a_daemon():
+        # a setsid, double-forked daemon that outlives this check, as a program a check runs could leave
+        subprocess.run(["bash", "-c", "(setsid sleep 300 </dev/null >/dev/null 2>&1 &)"], check=True)
+        time.sleep(0.3)
+        assert sleepers()
+
+
+    def test_b_runs_after_it_is_gone():
+        assert sleepers() == []
+    """
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_process_one_check_leaves_is_gone_before_the_next_check(backend, make_task):
+    """What a check's process leaves (daemons of the agent's programs or of the agent's code in an imported
+    task's check) could change what later checks read: the verifier kills it before the next check starts."""
+    TASKS["leaver"] = str(make_task(task_id="leaver", tests={"test_order.py": LEAVER}))
+    _, info = play(backend, "leaver", [])
+    assert [(c["name"], c["passed"]) for c in info["checks"]] == [
+        ("test_order.py::test_a_leaves_a_daemon", True), ("test_order.py::test_b_runs_after_it_is_gone", True)], info
