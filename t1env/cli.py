@@ -403,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(fn=_cmd_run)
 
-    p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier", parents=[common])
+    p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier, no exploit "
+                       "earns more than one check over the no-op", parents=[common])
     p.add_argument("paths", nargs="*", help="task folders (or ids)")
     p.add_argument("--all", action="store_true", help="every known task and the calibration seeds of every family")
     p.add_argument("--runs", type=at_least_one, default=None,
