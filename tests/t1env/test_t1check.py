@@ -2,7 +2,8 @@
 
 The unit tests run real child interpreters on agent modules written into ``tmp_path``: values round-trip, a
 builtin exception comes back as itself, and a child that crashes, hangs, floods or breaks the protocol is a
-failing check (``AgentCrash``, not an ``Exception``), never a pass. The episode tests play a real sandbox
+failing check (``AgentCrash``, not an ``Exception``), never a pass; the verifier runtime and exported tasks carry
+the module. The episode tests play a real sandbox
 episode of the fixture task ``t1check-module`` on both backends: an agent whose module, imported by the
 checks through t1check, forges a passing report on every file descriptor and ``/proc/*/fd`` it can reach
 gets exactly the no-op agent's reward.
@@ -22,8 +23,10 @@ import pytest
 
 from t1env.agents import oracle_command
 from t1env.env import TerminalEnv
+from t1env.export import export
 from t1env.registry import get_task
 from t1env.resources import data_dir
+from t1env.verify import runtime_bundle
 
 _spec = importlib.util.spec_from_file_location("t1check", data_dir("verifiers") / "t1check.py")
 t1check = importlib.util.module_from_spec(_spec)
@@ -321,6 +324,17 @@ def test_closing_ends_what_the_child_started(tmp_path):
     while process_state(pid) not in ("gone", "Z") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process_state(pid) in ("gone", "Z")  # killed (a zombie until its new parent reaps it)
+
+
+# -- where checks find it --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["harbor", "terminal-bench"])
+def test_the_verifier_runtime_and_exported_tasks_carry_it(tmp_path, fmt):
+    source = (data_dir("verifiers") / "t1check.py").read_bytes()
+    assert (runtime_bundle() / "t1check.py").read_bytes() == source
+    (d,) = export([get_task("py-fix-roman")], fmt, tmp_path)
+    assert (next(d.rglob("_t1")) / "t1check.py").read_bytes() == source
 
 
 # -- real episodes: the agent's module forges the report from inside the child ---------------------------------
