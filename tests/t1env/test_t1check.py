@@ -2,11 +2,10 @@
 
 The unit tests run real child interpreters on agent modules written into ``tmp_path``: values round-trip, a
 builtin exception comes back as itself, and a child that crashes, hangs, floods or breaks the protocol is a
-failing check (``AgentCrash``, not an ``Exception``), never a pass; the verifier runtime and exported tasks carry
-the module. The episode tests play a real sandbox
-episode of the fixture task ``t1check-module`` on both backends: an agent whose module, imported by the
-checks through t1check, forges a passing report on every file descriptor and ``/proc/*/fd`` it can reach
-gets exactly the no-op agent's reward.
+failing check (``AgentCrash``, not an ``Exception``), never a pass; the verifier runtime and exported tasks
+carry the module. The episode tests play a real sandbox episode of the fixture task ``t1check-module`` on
+both backends: an agent whose module, imported by the checks through t1check, forges a passing report on
+every file descriptor and ``/proc/*/fd`` it can reach gets exactly the no-op agent's reward.
 """
 
 from __future__ import annotations
