@@ -284,7 +284,7 @@ def _well_formed(e) -> bool:
             and isinstance(e.get("message", ""), str)
             and isinstance(e.get("duration", 0.0), (int, float))
         )
-    if kind == "collected":
+    if kind in ("collected", "file_items"):
         return isinstance(e.get("nodeids"), list) and all(isinstance(n, str) for n in e["nodeids"])
     if kind == "collect_error":
         return isinstance(e.get("nodeid"), str) and isinstance(e.get("message"), str)
@@ -334,11 +334,18 @@ def _assemble(events: list[dict], declared: list[str], error: str | None, log: s
             line = f"{e['nodeid']}: {msg.splitlines()[-1] if msg else ''}"
             if line not in collect_errors:
                 collect_errors.append(line)
+        elif kind == "file_items":  # the tests a check's file holds: only says which are not declared
+            for nodeid in e["nodeids"]:
+                t = {"kind": "undeclared_check",
+                     "detail": f"{nodeid[:200]}: collected, not declared by the task package (ignored)"}
+                if check_name(nodeid) not in known and t not in tamper:
+                    tamper.append(t)
         elif kind == "tamper":
             tamper.append({"kind": e["kind"], "detail": f"{e['check'][:200]}: {e['detail'][:300]}"})
         elif kind == "agent_code" and e["refused"]:
             tamper.append({"kind": "agent_code_in_check",
-                           "detail": f"{e['check'][:200]}: refused {e['how'][:100]} {e['path'][:200]} in the check's process"})
+                           "detail": f"{e['check'][:200]}: refused {e['how'][:100]} {e['path'][:200]} "
+                                     "in the check's process"})
         elif kind == "agent_code" and e["check"] in known and e["check"] not in trusting:
             trusting.append(e["check"])
     if collect_errors and error is None:

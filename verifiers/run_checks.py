@@ -8,6 +8,7 @@ started with), so that a verifier killed half-way still leaves the results it go
     {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ...,
      "duration": ...}
     {"event": "collect_error", "nodeid": ..., "message": ...}
+    {"event": "file_items", "nodeids": [...]}               every test in a check's file (finds undeclared ones)
     {"event": "agent_code", "check": ..., "path": ..., "how": ..., "refused": bool}
     {"event": "tamper", "kind": ..., "check": ..., "detail": ...}
     {"event": "finished", "exitstatus": N}
@@ -287,8 +288,20 @@ class Reporter:
             self.emit({"event": "collect_error", "nodeid": report.nodeid, "message": str(report.longrepr)[-2000:]})
 
     def pytest_collection_finish(self, session):
-        if self.emit is not None:
-            self.emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
+        if self.emit is None:
+            return
+        self.emit({"event": "collected", "nodeids": [item.nodeid for item in session.items]})
+        tests = set()  # what the check's module holds once imported (tests it made in a loop too): the host
+        for item in session.items:  # reports those it does not declare
+            module, file = getattr(item, "module", None), item.nodeid.split("::", 1)[0]
+            for name, obj in list(vars(module).items()) if module is not None else []:
+                if name.startswith("test") and callable(obj) and not isinstance(obj, type):
+                    tests.add(f"{file}::{name}")
+                elif name.startswith("Test") and isinstance(obj, type):
+                    tests.update(f"{file}::{name}::{m}" for m, f in vars(obj).items()
+                                 if m.startswith("test") and callable(f))
+        if tests:
+            self.emit({"event": "file_items", "nodeids": sorted(tests)})
 
     def pytest_runtest_logreport(self, report):
         if self.emit is None:
@@ -439,6 +452,9 @@ class CheckEvents:
             if len(ours) != len(e["nodeids"]):
                 self.tamper("cross_check_result", "the check's process collected node ids of other checks (ignored)")
             return self.emit({"event": "collected", "nodeids": ours})
+        if kind == "file_items" and isinstance(e.get("nodeids"), list):  # only for finding undeclared tests
+            ours = [n for n in e["nodeids"] if isinstance(n, str) and n.startswith(self.file + "::")]
+            return self.emit({"event": "file_items", "nodeids": ours[:500]})
         if kind == "collect_error" and isinstance(e.get("nodeid"), str) and isinstance(e.get("message"), str):
             if e["nodeid"] not in (self.file, "") and check_name(e["nodeid"]) != self.check:
                 return self.tamper("cross_check_result", f"{e['nodeid'][:200]}: a collection error of another check")
