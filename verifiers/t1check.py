@@ -179,7 +179,12 @@ class AgentProcess:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return lambda *args, **kwargs: self.call(name, *args, **kwargs)
+
+        def agent_function(*args, **kwargs):
+            return self.call(name, *args, **kwargs)
+
+        agent_function.__name__ = agent_function.__qualname__ = name  # pytest's messages: "where 3 = double(2)"
+        return agent_function
 
     def _request(self, msg: dict, what: str):
         if self._proc is None:
@@ -285,6 +290,9 @@ class AgentProcess:
                 pass
         self._sel.close()
         self._wsel.close()
+
+    def __repr__(self):
+        return f"agent_module({self.module!r})"
 
     def __enter__(self):
         return self
