@@ -93,9 +93,10 @@ class AgentCrash(BaseException):
     """The child died, hung, sent too much or broke the protocol: always a failing check (not an Exception)."""
 
 
-def agent_module(path_or_name: str, **kw) -> "AgentProcess":
+def agent_module(path_or_name: "str | list[str]", **kw) -> "AgentProcess":
     """A child process that has imported the agent's module: a ``.py`` file by path, or a dotted name
-    found on ``sys_path``. Use it as a context manager; keyword arguments as :class:`AgentProcess`."""
+    found on ``sys_path`` (a list: several). Use it as a context manager; keyword arguments as
+    :class:`AgentProcess`."""
     return AgentProcess(path_or_name, **kw)
 
 
