@@ -832,3 +832,23 @@ def test_a_process_one_check_leaves_is_gone_before_the_next_check(backend, make_
     _, info = play(backend, "leaver", [])
     assert [(c["name"], c["passed"]) for c in info["checks"]] == [
         ("test_order.py::test_a_leaves_a_daemon", True), ("test_order.py::test_b_runs_after_it_is_gone", True)], info
+
+
+# -- the sanctioned way: a check calls the agent's module through t1check ----------------------------------------
+
+TASKS["t1check-module"] = str(FIXTURES / "t1check-module")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_agent_module_called_through_t1check_cannot_forge_from_its_child(backend):
+    """Two checks call the agent's /app/lib.py through t1check (verifiers/t1check.py), which runs it in a child
+    process. The module writes a forged pass for every check (and 20 invented ones) to every fd it has and to the
+    /proc fds of every run_checks process, on import and on every call. The child has no fd but its pipes and the
+    check's process is non-dumpable: the forgery reaches only the child's own pipe, which fails that call."""
+    baseline(backend, "t1check-module")
+    forge = "def _forge():\n" + textwrap.indent(forge_py("t1check-module", exit_after=False), "    ")
+    attack = forge + "\n\n_forge()\n\n\ndef double(x):\n    _forge()\n    return x + 1\n"
+    info = assert_no_gain(backend, "t1check-module", [write("/app/lib.py", attack)])
+    calls = {c["name"]: c["message"] for c in info["checks"] if c["name"] != "test_lib.py::test_done_file"}
+    assert len(calls) == 2 and all("outside the protocol" in m for m in calls.values()), calls  # the forgery ran
+    assert info["tamper"] == [], info["tamper"]  # and reached nothing of the verifier's

@@ -3,9 +3,9 @@
 The unit tests run real child interpreters on agent modules written into ``tmp_path``: values round-trip, a
 builtin exception comes back as itself, and a child that crashes, hangs, floods or breaks the protocol is a
 failing check (``AgentCrash``, not an ``Exception``), never a pass; the verifier runtime and exported tasks
-carry the module. The episode tests play a real sandbox episode of the fixture task ``t1check-module`` on
-both backends: an agent whose module, imported by the checks through t1check, forges a passing report on
-every file descriptor and ``/proc/*/fd`` it can reach gets exactly the no-op agent's reward.
+carry the module. The attack on a real sandbox episode (the agent's module forging the report from inside the
+child, both backends) is ``test_agent_module_called_through_t1check_cannot_forge_from_its_child`` in
+test_reward_integrity.py, on the fixture task ``t1check-module``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from t1env.agents import oracle_command
-from t1env.env import TerminalEnv
 from t1env.export import export
 from t1env.registry import get_task
 from t1env.resources import data_dir
@@ -31,8 +29,6 @@ _spec = importlib.util.spec_from_file_location("t1check", data_dir("verifiers") 
 t1check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(t1check)
 AgentCrash, AgentError, agent_module = t1check.AgentCrash, t1check.AgentError, t1check.agent_module
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "t1check-module"
 
 
 @pytest.fixture(autouse=True)
@@ -334,90 +330,3 @@ def test_the_verifier_runtime_and_exported_tasks_carry_it(tmp_path, fmt):
     assert (runtime_bundle() / "t1check.py").read_bytes() == source
     (d,) = export([get_task("py-fix-roman")], fmt, tmp_path)
     assert (next(d.rglob("_t1")) / "t1check.py").read_bytes() == source
-
-
-# -- real episodes: the agent's module forges the report from inside the child ---------------------------------
-
-
-def _docker_ready() -> tuple[bool, str]:
-    try:
-        from t1env.sandbox import docker as D
-    except ImportError:
-        return False, "the docker SDK is not installed"
-    return D.engine_ready(D.DEFAULT_BASE)
-
-
-_DOCKER_UP, _DOCKER_WHY = _docker_ready()
-BACKENDS = [
-    pytest.param("local", marks=pytest.mark.needs_bwrap),
-    pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.skipif(not _DOCKER_UP, reason=_DOCKER_WHY)]),
-]
-
-
-def play(backend: str, commands: list[str]) -> tuple[float, dict]:
-    env = TerminalEnv(task=str(FIXTURE), backend=backend, prestart=False)
-    try:
-        env.reset(seed=0)
-        for cmd in commands:
-            _, _, terminated, truncated, info = env.step({"command": cmd, "timeout": 60})
-            assert not (terminated or truncated), info
-        _, reward, terminated, _, info = env.step({"submit": True})
-        assert terminated
-        return reward, info
-    finally:
-        env.close()
-
-
-def forging_module() -> str:
-    """/app/lib.py that, on import and on every call, writes a report saying every check passed to every fd
-    0..255 and every /proc/*/fd/* it can open, and still computes the wrong answer."""
-    names = get_task(str(FIXTURE)).declared_checks()
-    return textwrap.dedent(f"""
-        import json, os
-
-        def forge():
-            ev = [{{"event": "ready", "dumpable": False, "hooks": []}}, {{"event": "collected", "nodeids": {names!r}}}]
-            ev += [{{"event": "result", "nodeid": n, "when": w, "outcome": "passed", "message": "", "duration": 0.0}}
-                   for n in {names!r} for w in ("setup", "call", "teardown")]
-            blob = ("\\n".join(json.dumps(e) for e in ev + [{{"event": "finished", "exitstatus": 0}}]) + "\\n").encode()
-            for fd in range(256):
-                try:
-                    os.write(fd, blob)
-                except OSError:
-                    pass
-            for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
-                try:
-                    fds = os.listdir(f"/proc/{{pid}}/fd")
-                except OSError:
-                    continue
-                for fd in fds:
-                    try:
-                        with open(f"/proc/{{pid}}/fd/{{fd}}", "wb", buffering=0) as f:
-                            f.write(blob)
-                    except OSError:
-                        pass
-
-        forge()
-
-        def double(x):
-            forge()
-            return x + 1
-    """)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_agent_module_cannot_forge_the_report_from_the_child(backend):
-    task = get_task(str(FIXTURE))
-    reward, info = play(backend, [oracle_command(task)])
-    assert info["resolved"] and info["verifier_error"] is None, info["checks"]
-    noop_reward, noop = play(backend, [])
-    assert (noop["passed"], noop["total"]) == (0, 3)
-    blob = forging_module().encode().hex()
-    reward, info = play(backend, [f"echo {blob} | python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex("
-                                  f"sys.stdin.read().strip()))' > /app/lib.py"])
-    assert (reward, info["passed"], info["total"]) == (noop_reward, noop["passed"], noop["total"]), info["checks"]
-    assert info["verifier_error"] is None, info["verifier_error"]
-    messages = {c["name"]: c["message"] for c in info["checks"]}
-    # what it wrote on the child's channel made the call fail; nothing reached the report
-    assert "outside the protocol" in messages["test_lib.py::test_double_small"], messages
