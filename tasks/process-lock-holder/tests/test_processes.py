@@ -28,8 +28,15 @@ def ticker_pid():
     return pid
 
 
+def bystanders_alive():
+    """The keeper and the other two workers must survive: killing every process is not finding the holder."""
+    for pid in [STATE["keeper"], *STATE["others"]]:
+        assert alive(pid), f"{pid} ({cmdline(pid) if alive(pid) else 'gone'}) was killed"
+
+
 def test_lock_holder_killed():
     assert not alive(STATE["holder"])
+    bystanders_alive()
 
 
 def test_helpers_killed_and_lock_released():
@@ -41,12 +48,12 @@ def test_helpers_killed_and_lock_released():
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if still held
     finally:
         os.close(fd)
+    bystanders_alive()
 
 
 def test_bystanders_untouched():
     assert not alive(STATE["holder"]), "the lock holder is still running"
-    for pid in [STATE["keeper"], *STATE["others"]]:
-        assert alive(pid), f"{pid} ({cmdline(pid) if alive(pid) else 'gone'}) was killed"
+    bystanders_alive()
     hb = float(Path("/app/run/keeper.hb").read_text())
     assert time.time() - hb < 15  # it beats every 0.5 s; generous for a loaded machine
 
