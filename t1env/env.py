@@ -135,6 +135,8 @@ class TerminalEnv(gym.Env[str, Any]):
         self.task_dirs = list(task_dirs or [])
         self.family, self.family_split = family, (split if family is not None else None)
         if family is not None:
+            if not isinstance(family, str):
+                raise ValueError(f"family must be a family name (a string, e.g. family='logs'), got {family!r}")
             get_family(family)  # unknown names fail here, not at reset
             split_seed(split, 0)  # so do unknown splits
             ids = []

@@ -477,6 +477,7 @@ kwarg_sets = st.one_of(
 @example(kwargs={"task": "hello-file", "command_timeout": 10**400})
 @example(kwargs={"task": "hello-file", "max_output_bytes": 10**400})
 @example(kwargs={"task": "logs@²"})
+@example(kwargs={"family": []})  # once a TypeError from inside: unhashable type
 def test_gym_make_kwargs_make_an_env_or_fail_in_one_line(kwargs):
     """Construction starts no sandbox; a bad argument is a one-line ValueError/TaskError (or Python's own TypeError
     naming an unknown keyword)."""
