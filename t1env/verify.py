@@ -231,8 +231,11 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
                      "on the host ([metadata.t1] reward_keys)")
     if ready is not None and ready.get("dumpable"):
         notes.append("the verifier could not make itself non-dumpable (no ctypes in the sandbox's python3)")
-    for hook in (ready or {}).get("hooks", []) if isinstance((ready or {}).get("hooks"), list) else []:
-        tamper.append({"kind": "startup_hook", "detail": f"{str(hook)[:200]} (not loaded by the verifier)"})
+    for key, kind, what in (("hooks", "startup_hook", "not loaded by the verifier"),
+                            ("configs", "tool_config", "not read by the checks")):
+        found = (ready or {}).get(key)
+        for item in found if isinstance(found, list) else []:
+            tamper.append({"kind": kind, "detail": f"{str(item)[:200]} ({what})"})
     res = _assemble(events, declared, error, log, t0, tamper)
     res.isolation, res.notes = run.isolation, notes
     return res

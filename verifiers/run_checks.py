@@ -3,7 +3,7 @@
 Runs a task's checks and streams one JSON object per line on its report channel (the stdout it was
 started with), so that a verifier killed half-way still leaves the results it got:
 
-    {"event": "ready", "dumpable": false, "hooks": [...]}   before any test code runs
+    {"event": "ready", "dumpable": false, "hooks": [...], "configs": [...]}   before any test code runs
     {"event": "collected", "nodeids": [...]}                 what one check's process collected
     {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ...,
      "duration": ...}
@@ -70,6 +70,7 @@ import importlib.machinery
 import json
 import os
 import pathlib
+import re
 import select
 import signal
 import sys
@@ -96,6 +97,35 @@ def startup_hooks() -> list:
     found = []
     for p in pats:
         found.extend(sorted(glob.glob(p)))
+    return found[:50]
+
+
+# Settings in the agent's configuration that make a tool run a program (git) or change what it does (curl, pip,
+# npm). The checks never read any of it (their HOME is their own, git's are off at command scope); the host
+# records each one found as a tamper event, so an attempt is visible although it changed nothing.
+_GIT_PROGRAM_KEYS = re.compile(r"^\s*(fsmonitor|hookspath|pager|editor|sshcommand|askpass|helper|program|external)\s*=",
+                               re.I | re.M)
+_TOOL_RCS = ("/root/.curlrc", "/root/.npmrc", "/root/.config/pip/pip.conf", "/root/.pip/pip.conf", "/root/.wgetrc")
+
+
+def tool_configs() -> list:
+    """The agent's tool configuration that would run or steer a program a check starts (it is not read here)."""
+    found = [f"{p}: present" for p in _TOOL_RCS if os.path.isfile(p)]
+    gitconfigs = ["/root/.gitconfig", "/root/.config/git/config"]
+    gitconfigs += sorted(glob.glob(os.path.join(os.getcwd(), ".git", "config")))
+    gitconfigs += sorted(glob.glob(os.path.join(os.getcwd(), "*", ".git", "config")))
+    for path in gitconfigs:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(1 << 20)
+        except OSError:
+            continue
+        keys = sorted({m.group(1).lower() for m in _GIT_PROGRAM_KEYS.finditer(text)})
+        if keys:
+            found.append(f"{path}: {', '.join(keys)}")
+        hooks = os.path.join(os.path.dirname(path), "hooks")
+        found += [f"{h}: a git hook" for h in sorted(glob.glob(os.path.join(hooks, "*")))
+                  if not h.endswith(".sample") and os.access(h, os.X_OK)]
     return found[:50]
 
 
@@ -555,7 +585,7 @@ def main() -> int:
     def emit(obj):
         report.write(json.dumps(obj) + "\n")
 
-    emit({"event": "ready", "dumpable": dumpable, "hooks": startup_hooks()})
+    emit({"event": "ready", "dumpable": dumpable, "hooks": startup_hooks(), "configs": tool_configs()})
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--pytest-zip", required=True)

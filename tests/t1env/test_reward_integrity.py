@@ -700,6 +700,9 @@ def test_the_agents_tool_configuration_is_not_read_by_the_checks(backend):
     assert "/tmp/.evil.py" in files and "/app/repo/.git/hooks/pre-commit" in files  # the attack is in place
     assert sorted(p for p in files if p.startswith("/tmp/.ran-")) == []  # none of the agent's programs ran
     assert got == expected and res.error is None, ([(c.name, c.passed, c.message) for c in res.checks], res.error)
+    recorded = " ".join(t["detail"] for t in res.tamper if t["kind"] == "tool_config")  # the attempt is on record
+    for where in ("/root/.gitconfig: ", "/app/repo/.git/config: ", "/root/.curlrc", "/root/.npmrc", "pre-commit: a git hook"):
+        assert where in recorded, (where, res.tamper)
 
 
 # -- agent code in the checks' process (issue 24, part 1) ---------------------------------------------------
