@@ -344,8 +344,7 @@ class Sandbox(ABC):
         if r.stdout:
             try:
                 with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
-                    members = [m for m in tar.getmembers() if m.isreg() or m.isdir()]
-                    tar.extractall(dest, members=members, filter="data")
+                    _extract_plain(tar, dest)
             except (tarfile.TarError, OSError) as e:
                 raise SandboxError(f"could not take $T1_PRIVATE ({inside}) out of the sandbox: {e}") from None
         for d, _, files in os.walk(dest):  # read-only for the checks (and the sandbox's unprivileged root)
@@ -394,3 +393,22 @@ class Sandbox(ABC):
         except Exception:
             pass
 
+
+
+def _extract_plain(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract only the regular files and directories of ``tar`` under ``dest``; a member whose name is absolute
+    or climbs out with ``..`` is an error. ``filter="data"`` does the same where this Python has it (3.11.4+);
+    Debian 12's 3.11.2 does not, so the names are checked here on every Python."""
+    members = []
+    for m in tar.getmembers():
+        if not (m.isreg() or m.isdir()):
+            continue
+        parts = Path(m.name).parts
+        if m.name.startswith("/") or ".." in parts:
+            raise tarfile.TarError(f"member {m.name!r} would land outside {dest}")
+        m.mode = (m.mode or 0) & 0o755
+        members.append(m)
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, members=members, filter="data")
+    else:
+        tar.extractall(dest, members=members)
