@@ -5,17 +5,32 @@ output format, the script's name and the bugs vary by seed; bugs come from the c
 pitfalls (word splitting on names with spaces, ``wc -l`` missing an unterminated last line, a
 variable updated in a pipeline's subshell, an unmatched glob, wrong sort, wrong usage handling).
 Tests run the script on fresh folders.
+
+The splits draw from disjoint pools (``docs/families.md``): test instances have their own script names,
+extensions, output formats (``NAME=COUNT``, ``COUNT<TAB>NAME``, ``NAME (COUNT)``), sample files and
+instruction wording; the bug classes are shared (they are what the family teaches).
 """
 
 from __future__ import annotations
 
 import random
 
-from t1env.families import Family, Instance
+from t1env.families import Family, Instance, split_of_seed
 
 BUGS = ("spaces", "lastline", "sort", "subshell", "glob", "usage")
-FORMATS = {"count-name": ("COUNT NAME", "%s %s", "n, name"), "name-colon": ("NAME: COUNT", "%s: %s", "name, n"),
-           "name-tab": ("NAME<TAB>COUNT", "%s\\t%s", "name, n")}
+# format: (as the instruction shows it, printf format, printf argument order, the tests' Python format)
+FORMATS = {"count-name": ("COUNT NAME", "%s %s", "n, name", "{n} {name}"),
+           "name-colon": ("NAME: COUNT", "%s: %s", "name, n", "{name}: {n}"),
+           "name-tab": ("NAME<TAB>COUNT", "%s\\t%s", "name, n", "{name}\t{n}"),
+           "name-equals": ("NAME=COUNT", "%s=%s", "name, n", "{name}={n}"),
+           "count-tab": ("COUNT<TAB>NAME", "%s\\t%s", "n, name", "{n}\t{name}"),
+           "name-paren": ("NAME (COUNT)", "%s (%s)", "name, n", "{name} ({n})")}
+POOLS = {  # per split: script names, extensions, output formats, sample file stems
+    "train": (["linecount.sh", "count-lines.sh", "lines-report.sh", "tally.sh"], ["log", "txt", "md", "csv", "conf"],
+              ["count-name", "name-colon", "name-tab"], ("access", "notes")),
+    "test": (["wc-report.sh", "linestats.sh", "count-rows.sh", "sizes.sh"], ["dat", "ini", "yaml", "tsv", "out"],
+             ["name-equals", "count-tab", "name-paren"], ("chunk", "tail")),
+}
 
 
 def _script(name: str, ext: str, fmt: str, bugs: set[str]) -> str:
@@ -129,9 +144,9 @@ class ScriptFix(Family):
     description = "Fix 2-3 classic bugs (word splitting, subshell, globs, wc -l, sort, usage) in a bash report script."
 
     def build(self, rng: random.Random, seed: int) -> Instance:
-        name = rng.choice(["linecount.sh", "count-lines.sh", "lines-report.sh", "tally.sh"])
-        ext = rng.choice(["log", "txt", "md", "csv", "conf"])
-        fmt = rng.choice(sorted(FORMATS))
+        split = split_of_seed(seed)
+        names, exts, fmts, stems = POOLS[split]
+        name, ext, fmt = rng.choice(names), rng.choice(exts), rng.choice(fmts)
         bugs = set(rng.sample(BUGS, rng.randint(2, 3)))
         shown = FORMATS[fmt][0]
         instruction = (
@@ -145,11 +160,23 @@ class ScriptFix(Family):
             "* exit status 0; when DIR is missing or not a folder, print a usage message to stderr, nothing to\n"
             "  stdout, and exit with status 2.\n\n"
             f"Example: `/app/bin/{name} /app/sample`.\n"
+        ) if split == "train" else (
+            f"Someone wrote `/app/bin/{name}` to summarise how long the `.{ext}` files of a folder are, and it does not\n"
+            "do what it should. Repair it in place (same path, still executable) so that `" + name + " DIR` behaves\n"
+            "like this:\n\n"
+            f"* it considers the regular files right inside DIR (sub-folders are ignored) whose names end in `.{ext}`;\n"
+            f"  names can contain spaces. For each it prints `{shown}`: NAME is the file name, COUNT its number of\n"
+            "  lines, where an unterminated last line is still a line and an empty file has none;\n"
+            "* the biggest COUNT comes first; equal counts are ordered by NAME, ascending, comparing bytes;\n"
+            "* the last line is `TOTAL N` with N the sum of all counts (`TOTAL 0` when there is no such file);\n"
+            "* it exits with 0. If DIR is not given or is not a folder, it writes a usage message to stderr, prints\n"
+            "  nothing on stdout and exits with 2.\n\n"
+            f"Try it with `/app/bin/{name} /app/sample`.\n"
         )
         fixed = _script(name, ext, fmt, set())
-        pyfmt = {"count-name": "{n} {name}", "name-colon": "{name}: {n}", "name-tab": "{name}\t{n}"}[fmt]
-        sample = {f"access {i}.{ext}": "".join(f"entry {j}\n" for j in range(rng.randint(1, 30))) for i in range(3)}
-        sample[f"notes.{ext}"] = "first\nsecond"
+        pyfmt = FORMATS[fmt][3]
+        sample = {f"{stems[0]} {i}.{ext}": "".join(f"entry {j}\n" for j in range(rng.randint(1, 30))) for i in range(3)}
+        sample[f"{stems[1]}.{ext}"] = "first\nsecond"
         tests = f"NAME = {name!r}\nEXT = {ext!r}\nFMT = {pyfmt!r}\nSEED = {seed}\n" + TESTS
         return Instance(
             title=f"Fix the bugs in the shell script {name}",
