@@ -4,6 +4,10 @@ Kinds: order ids, ISO dates, IPv4 addresses, hex colours, semantic versions. Eac
 valid items (some repeated) with near misses (wrong length, out-of-range fields, leading zeros,
 glued to other characters). The agent lists the distinct items in order of first appearance and
 counts all occurrences.
+
+The splits draw from disjoint pools (``docs/families.md``): train items are order ids, ISO dates, IPv4
+addresses, hex colours or versions; test items are held-out kinds (MAC addresses, 24-hour times, issue
+keys), with their own file names and instruction wording.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import hashlib
 import random
 import re
 
-from t1env.families import Family, Instance
+from t1env.families import Family, Instance, split_of_seed
 
 B0, B1 = r"(?<![A-Za-z0-9._-])", r"(?![A-Za-z0-9._-])"
 OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
@@ -27,6 +31,21 @@ KINDS = {
     "hex-colour": (r"#[0-9a-fA-F]{6}", "a hex colour: `#` then exactly 6 hex digits (either case)"),
     "semver": (rf"v{NUM}\.{NUM}\.{NUM}",
                "a version `vMAJOR.MINOR.PATCH`: lowercase `v`, three non-negative integers without leading zeros"),
+}
+HELD_OUT = {  # the test split's kinds
+    "mac": (r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}",
+            "a MAC address: six pairs of lowercase hex digits joined by `:` (e.g. `3c:22:fb:0a:91:7e`)"),
+    "time": (r"(?:[01][0-9]|2[0-3]):[0-5][0-9]",
+             "a 24-hour time `HH:MM`: hour `00`-`23` and minute `00`-`59`, each exactly two digits (e.g. `07:45`)"),
+    "issue-key": (r"[A-Z]{2,5}-[1-9][0-9]{0,4}",
+                  "an issue key: 2 to 5 uppercase letters, `-`, then a number from 1 to 99999 without leading zeros "
+                  "(e.g. `OPS-1742`)"),
+}
+POOLS = {  # per split: kinds, source files, output files, count files
+    "train": (KINDS, ["notes.txt", "mail.log", "dump.txt", "chat.log", "tickets.txt"],
+              ["matches.txt", "found.txt", "items.txt", "{kind}s.txt"], ["count.txt", "total.txt", "occurrences.txt"]),
+    "test": (HELD_OUT, ["journal.txt", "syslog.txt", "export.log", "thread.txt", "report.txt"],
+             ["hits.txt", "extracted.txt", "valid.txt", "{kind}-list.txt"], ["n.txt", "how-many.txt", "tally.txt"]),
 }
 FILLER = ("the a service reported value during nightly run for customer ticket batch at with note see item "
           "retry queue owner shipped pending closed opened review status ok failed later node").split()
@@ -84,6 +103,13 @@ def _valid(kind: str, rng: random.Random) -> str:
         return ".".join(str(rng.choice([rng.randint(0, 255), rng.randint(0, 9), rng.randint(200, 255)])) for _ in range(4))
     if kind == "hex-colour":
         return "#" + "".join(rng.choice("0123456789abcdefABCDEF") for _ in range(6))
+    if kind == "mac":
+        return ":".join(f"{rng.randint(0, 255):02x}" for _ in range(6))
+    if kind == "time":
+        return f"{rng.randint(0, 23):02d}:{rng.choice([rng.randint(0, 59), 0, 30, 15, 45]):02d}"
+    if kind == "issue-key":
+        project = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(2, 5)))
+        return f"{project}-{rng.choice([rng.randint(1, 99), rng.randint(100, 99999)])}"
     return f"v{rng.choice([0, 1, 2, rng.randint(3, 40)])}.{rng.randint(0, 30)}.{rng.randint(0, 120)}"
 
 
@@ -103,6 +129,14 @@ def _near_miss(kind: str, rng: random.Random) -> str:
                     ".".join(a[:3] + ["0" + str(rng.randint(1, 99))]), ".".join(a) + "." + str(rng.randint(0, 9))]
     elif kind == "hex-colour":
         options += [v[:-1], v + rng.choice("0a"), "#" + "".join(rng.choice("ghxyz0123") for _ in range(6)), v[1:]]
+    elif kind == "mac":
+        options += [v.upper(), v[:-3], v.replace(":", "-"), v[:-1] + rng.choice("ghz")]
+    elif kind == "time":
+        h, m = v.split(":")
+        options += [f"{rng.randint(24, 29)}:{m}", f"{h}:{rng.randint(60, 99)}", f"{rng.randint(1, 9)}:{m}", f"{h}:{m[0]}"]
+    elif kind == "issue-key":
+        project, num = v.split("-")
+        options += [v.lower(), f"{project}-0{num}", f"{rng.choice('ABCXYZ')}-{num}", f"{project}-{num}{rng.randint(100000, 999999)}"]
     else:
         options += [v.upper(), v[1:] if rng.random() < 0.5 else "v0" + v[1:].replace(".", ".0", 1),
                     f"v{rng.randint(0, 9)}.{rng.randint(0, 9)}", "v" + str(rng.randint(1, 9)) + ".0" + str(rng.randint(1, 9)) + ".1"]
@@ -116,11 +150,13 @@ class RegexExtract(Family):
     description = "Extract distinct valid items (5 kinds: ids, dates, IPs, colours, versions) from text with near misses."
 
     def build(self, rng: random.Random, seed: int) -> Instance:
-        kind = rng.choice(sorted(KINDS))
-        source = rng.choice(["notes.txt", "mail.log", "dump.txt", "chat.log", "tickets.txt"])
-        out = rng.choice(["matches.txt", "found.txt", "items.txt", f"{kind}s.txt"])
-        count = rng.choice(["count.txt", "total.txt", "occurrences.txt"])
-        body, desc = KINDS[kind]
+        split = split_of_seed(seed)
+        kinds, sources, outs, counts = POOLS[split]
+        kind = rng.choice(sorted(kinds))
+        source = rng.choice(sources)
+        out = rng.choice(outs).format(kind=kind)
+        count = rng.choice(counts)
+        body, desc = kinds[kind]
         pat = re.compile(B0 + "(?:" + body + ")" + B1)
         pool = [_valid(kind, rng) for _ in range(rng.randint(12, 30))]
         lines = []
@@ -145,6 +181,13 @@ class RegexExtract(Family):
             f"1. Write every distinct valid item to `/app/{out}`, one per line, in order of first appearance.\n"
             f"2. Write the total number of valid occurrences (repeats included) to `/app/{count}`.\n\n"
             f"Do not modify `{source}`.\n"
+        ) if split == "train" else (
+            f"Somewhere in the free text of `/app/data/{source}` there are mentions of {desc}. Only mentions that no\n"
+            "letter, digit, `.`, `-` or `_` touches on either side count as valid; the text also contains look-alikes\n"
+            "that are not valid.\n\n"
+            f"* `/app/{out}`: each distinct valid item once, one per line, ordered by where it first occurs;\n"
+            f"* `/app/{count}`: how many valid occurrences there are in total, counting repeats.\n\n"
+            f"Leave `{source}` as it is.\n"
         )
         solve = (f"cat > /tmp/extract.py <<'PY'\n{ORACLE.strip()}\nPY\n"
                  f"python3 /tmp/extract.py '{body}' {source} {out} {count}\nwc -l {out}; cat {count}\n")
