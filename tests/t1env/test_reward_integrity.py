@@ -52,13 +52,18 @@ BACKENDS = [
 # -- playing an episode ---------------------------------------------------------------------------
 
 
+def _attack(env: TerminalEnv, commands: list[str]) -> None:
+    """Reset ``env`` and type the attack's commands; none of them may end the episode."""
+    env.reset(seed=0)
+    for cmd in commands:
+        _, _, terminated, truncated, info = env.step({"command": cmd, "timeout": 60})
+        assert not (terminated or truncated), info
+
+
 def play(backend: str, task: str, commands: list[str]) -> tuple[float, dict]:
     env = TerminalEnv(task=TASKS[task], backend=backend, prestart=False)
     try:
-        env.reset(seed=0)
-        for cmd in commands:
-            _, _, terminated, truncated, info = env.step({"command": cmd, "timeout": 60})
-            assert not (terminated or truncated), info
+        _attack(env, commands)
         _, reward, terminated, _, info = env.step({"submit": True})
         assert terminated
         return reward, info
@@ -567,10 +572,7 @@ def play_and_look(backend: str, task: str, commands: list[str]) -> tuple[tuple[f
     ``/root``) hold after verification: ((reward, passed, total), {path: content}, the VerifyResult)."""
     env = TerminalEnv(task=TASKS[task], backend=backend, prestart=False)
     try:
-        env.reset(seed=0)
-        for cmd in commands:
-            _, _, terminated, truncated, info = env.step({"command": cmd, "timeout": 60})
-            assert not (terminated or truncated), info
+        _attack(env, commands)
         res = verify(env.sandbox, env.task)
         files = _agent_files(env.sandbox)
         return (res.reward("count"), res.passed, res.total), files, res
