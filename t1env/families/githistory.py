@@ -4,19 +4,36 @@ The repository (built by ``setup.sh`` with fixed dates and identities, so commit
 stable) has 8-16 commits over a few files; one of them changes a setting to a bad value, later
 commits touch other lines. The agent writes the culprit's hash and reverts it with a new commit,
 keeping history and the later work.
+
+The splits draw from disjoint pools (``docs/families.md``): test repositories keep YAML-style
+``key: value`` files under ``settings/`` (train: ``key = value`` under ``conf/``), with their own file
+names, setting names, bad values, authors, commit subjects and instruction wording.
 """
 
 from __future__ import annotations
 
 import random
 
-from t1env.families import Family, Instance
+from t1env.families import Family, Instance, split_of_seed
 
 WORDS = ["alpha", "bravo", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper", "kestrel",
          "lumen", "maple", "nova", "onyx", "pine", "quartz", "raven", "sierra", "tundra"]
 KEYS = ["timeout", "retries", "workers", "port", "max_conn", "buffer_kb", "cache_ttl", "batch_size", "log_level"]
 AUTHORS = [("Ada Lovelace", "ada@example.com"), ("Linus Dev", "linus@example.com"), ("Grace Hopper", "grace@example.com"),
            ("Ken Thompson", "ken@example.com"), ("Barbara Liskov", "barbara@example.com")]
+
+POOLS = {  # per split: folder, file extension, key/value separator, file names, setting names, bad values, authors,
+    # verbs of ordinary commit subjects, the culprit's subject
+    "train": ("conf", "conf", " = ", WORDS, KEYS, ["0", "-1", "99999999"], AUTHORS,
+              ["Adjust", "Raise", "Lower", "Update", "Set"], "Tune {name} settings"),
+    "test": ("settings", "yaml", ": ", ["aspen", "birch", "canyon", "dune", "elm", "falcon", "glacier", "heron", "ivy",
+                                          "jasper", "kelp", "lagoon", "mesa", "nimbus", "orchid", "prairie"],
+             ["threads", "queue_len", "poll_ms", "heap_mb", "shards", "read_timeout", "max_body_kb", "idle_s", "backlog"],
+             ["-5", "1000000", "65536000"],
+             [("Margaret Hamilton", "margaret@example.org"), ("Dennis Ritchie", "dennis@example.org"),
+              ("Frances Allen", "frances@example.org"), ("John Backus", "john@example.org")],
+             ["Bump", "Tweak", "Change", "Reduce", "Increase"], "Rework {name} defaults"),
+}
 
 SETUP_HEAD = r'''#!/bin/bash
 set -euo pipefail
@@ -88,9 +105,11 @@ class GitCulprit(Family):
     description = "Find the commit in a generated 8-16 commit history that introduced a bad setting; revert it."
 
     def build(self, rng: random.Random, seed: int) -> Instance:
-        files = {f"conf/{w}.conf": {} for w in rng.sample(WORDS, rng.randint(2, 4))}
+        split = split_of_seed(seed)
+        folder, ext, sep, words, keys, bad_values, authors, verbs, culprit_subject = POOLS[split]
+        files = {f"{folder}/{w}.{ext}": {} for w in rng.sample(words, rng.randint(2, 4))}
         for path in files:
-            for k in rng.sample(KEYS, rng.randint(4, 6)):
+            for k in rng.sample(keys, rng.randint(4, 6)):
                 files[path][k] = str(rng.randint(1, 500))
         n = rng.randint(8, 16)
         culprit_at = rng.randint(2, n - 3)  # 1-based commit number; later commits exist
@@ -100,46 +119,55 @@ class GitCulprit(Family):
         bad_key = good_line = bad_line = ""
 
         def dump(path: str) -> str:
-            return "".join(f"{k} = {v}\n" for k, v in files[path].items())
+            return "".join(f"{k}{sep}{v}\n" for k, v in files[path].items())
+
+        def stem(path: str) -> str:
+            return path.rsplit("/", 1)[1].rsplit(".", 1)[0]
 
         for i in range(1, n + 1):
-            author = rng.choice(AUTHORS)
+            author = rng.choice(authors)
             if i == 1:
                 subject = "Initial configuration"
                 touched = sorted(files)
             elif i == culprit_at:
-                keys = sorted(files[bad_file])
-                bad_key = rng.choice(keys)
-                good_line = f"{bad_key} = {files[bad_file][bad_key]}"
-                files[bad_file][bad_key] = rng.choice(["0", "-1", "99999999"])
-                bad_line = f"{bad_key} = {files[bad_file][bad_key]}"
-                subject = f"Tune {bad_file.split('/')[1][:-5]} settings"
+                bad_key = rng.choice(sorted(files[bad_file]))
+                good_line = f"{bad_key}{sep}{files[bad_file][bad_key]}"
+                files[bad_file][bad_key] = rng.choice(bad_values)
+                bad_line = f"{bad_key}{sep}{files[bad_file][bad_key]}"
+                subject = culprit_subject.format(name=stem(bad_file))
                 touched = [bad_file]
             else:
                 path = rng.choice(sorted(files))
                 key = rng.choice([k for k in files[path] if not (path == bad_file and k == bad_key)])
                 files[path][key] = str(rng.randint(1, 500))
-                verb = rng.choice(["Adjust", "Raise", "Lower", "Update", "Set"])
-                subject = f"{verb} {key} in {path.split('/')[1][:-5]} (#{rng.randint(100, 999)})"
+                subject = f"{rng.choice(verbs)} {key} in {stem(path)} (#{rng.randint(100, 999)})"
                 touched = [path]
                 if i > culprit_at:
                     later.setdefault(path, [])
-                    line = f"{key} = {files[path][key]}"
-                    later[path] = [x for x in later[path] if not x.startswith(f"{key} = ")] + [line]
+                    line = f"{key}{sep}{files[path][key]}"
+                    later[path] = [x for x in later[path] if not x.startswith(f"{key}{sep}")] + [line]
             subjects.append(subject)
             for path in touched:
-                script.append(f"mkdir -p conf\ncat > {path} <<'EOF'\n{dump(path)}EOF\n")
+                script.append(f"mkdir -p {folder}\ncat > {path} <<'EOF'\n{dump(path)}EOF\n")
             script.append(f"commit {i} {author[0]!r} {author[1]} {subject!r}\n")
         script.append("git config --unset user.name\ngit config --unset user.email\n")
         setup = "".join(script)
 
+        bad_value = bad_line.split(sep)[1]
         instruction = (
             f"`/app` is a git repository of service configuration (branch `main`). Since one of its commits, `{bad_file}`\n"
-            f"sets `{bad_key}` to the bad value `{bad_line.split(' = ')[1]}`, which breaks the service.\n\n"
+            f"sets `{bad_key}` to the bad value `{bad_value}`, which breaks the service.\n\n"
             "1. Find the commit that introduced that value and write its full hash to `/app/culprit.txt`.\n"
             "2. Undo that change with a **new commit** on `main` (keep the existing history: no reset or rebase), so\n"
             f"   that `{bad_key}` is back to its previous value while every change made by later commits is kept.\n"
             "3. Leave no uncommitted changes (`culprit.txt` itself may stay untracked).\n"
+        ) if split == "train" else (
+            f"The service configured by the git repository `/app` (branch `main`) stopped working: somewhere in the\n"
+            f"history, a commit changed `{bad_key}` in `{bad_file}` to `{bad_value}`, and that value is wrong.\n\n"
+            "* Identify that commit and put its full hash in `/app/culprit.txt`.\n"
+            f"* Restore the value `{bad_key}` had before it, as an **additional commit** on `main`; do not rewrite\n"
+            "  history (no reset, no rebase), and keep everything that commits after the culprit changed.\n"
+            "* Finish with a clean worktree (an untracked `culprit.txt` is fine).\n"
         )
         solve = (
             'git config user.name oracle; git config user.email oracle@example.com\n'
