@@ -3,6 +3,11 @@
 The schema (column names and order), the delimiter, quoting, the filter, the grouping column,
 the aggregate (sum, mean, max, min) and the sort order vary by seed; some rows have an empty value
 and must be skipped. The tests compare the report with the answer computed at generation time.
+
+The splits draw from disjoint pools (``docs/families.md``): test files hold other kinds of records
+(shipments, sensor readings, courses: other column names and values, other people's names) and filter
+with held-out operators (a number below a bound, a category equal to a value; train: at least a bound,
+not equal to a value), under the instruction's own wording.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import hashlib
 import io
 import random
 
-from t1env.families import Family, Instance
+from t1env.families import Family, Instance, split_of_seed
 
 DOMAINS = {
     "sales": {"cat": {"region": ["north", "south", "east", "west", "central"],
@@ -25,22 +30,33 @@ DOMAINS = {
                       "level": ["junior", "mid", "senior", "lead"]},
               "num": ["salary", "bonus", "hours"], "name": "employee"},
 }
+HELD_OUT = {  # the test split's domains
+    "shipments": {"cat": {"carrier": ["dhl", "ups", "fedex", "postnl", "gls"],
+                          "origin": ["hamburg", "rotterdam", "antwerp", "genoa", "gdansk"]},
+                  "num": ["weight_kg", "cost", "distance"], "name": "consignee"},
+    "sensors": {"cat": {"site": ["roof", "basement", "lab", "yard", "garage", "attic"],
+                        "model": ["tx100", "tx200", "aq5", "mk2"]},
+                "num": ["reading", "battery", "uptime"], "name": "installer"},
+    "courses": {"cat": {"faculty": ["arts", "law", "science", "medicine", "economics"],
+                        "term": ["spring", "summer", "autumn", "winter"]},
+                "num": ["fee", "credits", "enrolled"], "name": "lecturer"},
+}
+FIRST_TEST = ["Nakamura", "Okafor", "Petrov", "Quispe", "Rossi", "Santos", "Tanaka", "Ueda", "Varga", "Weber"]
+LAST_TEST = ["Ama", "Bea", "Cato", "Dov", "Eun", "Fen", "Gil", "Hiro"]
 FIRST = ["Smith", "Jones", "Garcia", "Miller", "Davis", "Lopez", "Wilson", "Moore", "Clark", "Young", "King", "Hill"]
 LAST = ["Ann", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal", "Ivy", "Jo"]
 DELIMS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 
 ORACLE = r'''
 import csv, json, sys
-delim, group, value, fcol, fop, fval, agg, order = sys.argv[1:9]
+delim, group, value, fcol, fval, agg, order = sys.argv[1:8]
 delim = "\t" if delim == "tab" else delim
 rows = list(csv.DictReader(open("/app/data/input.csv", newline=""), delimiter=delim))
 used = []
 for r in rows:
     if r[value] == "":
         continue
-    if fop == "ge" and not float(r[fcol]) >= float(fval):
-        continue
-    if fop == "ne" and r[fcol] == fval:
+    if not (KEEP):
         continue
     used.append(r)
 groups = {}
@@ -52,6 +68,9 @@ out = [{group: k, "count": len(v), agg: round(f(v), 2)} for k, v in groups.items
 out.sort(key=(lambda g: g[group]) if order == "key" else (lambda g: (-g[agg], g[group])))
 json.dump({"rows_used": len(used), "groups": out}, open("/app/report.json", "w"), indent=2)
 '''
+KEEP = {"ge": "float(r[fcol]) >= float(fval)", "ne": "r[fcol] != fval",  # train
+        "lt": "float(r[fcol]) < float(fval)", "eq": "r[fcol] == fval"}  # test
+
 
 TESTS = r'''
 import hashlib
@@ -103,8 +122,11 @@ class CsvPipeline(Family):
     description = "Filter/group/aggregate a delimited file with a random schema, delimiter and quoting into JSON."
 
     def build(self, rng: random.Random, seed: int) -> Instance:
-        domain = rng.choice(sorted(DOMAINS))
-        d = DOMAINS[domain]
+        split = split_of_seed(seed)
+        domains = DOMAINS if split == "train" else HELD_OUT
+        first, last = (FIRST, LAST) if split == "train" else (FIRST_TEST, LAST_TEST)
+        domain = rng.choice(sorted(domains))
+        d = domains[domain]
         cats = d["cat"]
         group, other = rng.sample(sorted(cats), 2)
         value, fnum = rng.sample(d["num"], 2)
@@ -113,7 +135,7 @@ class CsvPipeline(Family):
         delim = rng.choice(sorted(DELIMS))
         rows = []
         for i in range(rng.randint(80, 260)):
-            name = f"{rng.choice(FIRST)}{delim if rng.random() < 0.2 else ' '}{rng.choice(LAST)}"
+            name = f"{rng.choice(first)}{delim if rng.random() < 0.2 else ' '}{rng.choice(last)}"
             rows.append({
                 "id": str(1000 + i), d["name"]: name,
                 group: rng.choice(cats[group]), other: rng.choice(cats[other]),
@@ -126,16 +148,14 @@ class CsvPipeline(Family):
         w.writerows(rows)
         data = buf.getvalue()
 
-        if rng.random() < 0.5:
-            fop, fcol = "ge", fnum
-            fval = f"{rng.randint(50, 300)}"
-            ftext = f"`{fnum}` is at least {fval}"
-            keep = lambda r: float(r[fnum]) >= float(fval)  # noqa: E731
-        else:
-            fop, fcol = "ne", other
-            fval = rng.choice(cats[other])
-            ftext = f"`{other}` is not `{fval}`"
-            keep = lambda r: r[other] != fval  # noqa: E731
+        numeric = rng.random() < 0.5
+        fop = ("ge" if split == "train" else "lt") if numeric else ("ne" if split == "train" else "eq")
+        fcol = fnum if numeric else other
+        fval = f"{rng.randint(50, 300)}" if numeric else rng.choice(cats[other])
+        ftext = {"ge": f"`{fnum}` is at least {fval}", "ne": f"`{other}` is not `{fval}`",
+                 "lt": f"`{fnum}` is below {fval}", "eq": f"`{other}` is `{fval}`"}[fop]
+        keep = {"ge": lambda r: float(r[fnum]) >= float(fval), "ne": lambda r: r[other] != fval,
+                "lt": lambda r: float(r[fnum]) < float(fval), "eq": lambda r: r[other] == fval}[fop]
         agg = rng.choice(["sum", "mean", "max", "min"])
         order = rng.choice(["key", "value"])
         used = [r for r in rows if r[value] != "" and keep(r)]
@@ -158,10 +178,20 @@ class CsvPipeline(Family):
             f'* the file is one JSON object: `{{"rows_used": N, "groups": [{{"{group}": ..., "count": ..., "{agg}": ...}}, ...]}}`\n'
             f"  with the groups {order_text}.\n\n"
             "Do not modify the input file.\n"
+        ) if split == "train" else (
+            f"The {domain} records in `/app/data/input.csv` are {DELIMS[delim]}-separated, with a header row; a field\n"
+            "that contains the separator is wrapped in double quotes.\n\n"
+            "Produce `/app/report.json`, a summary of some of the records:\n\n"
+            f"1. keep a record only if its `{value}` field is filled in and {ftext} (numbers compare as numbers);\n"
+            f"2. group the kept records by `{group}` and give each group its `count` of records and `{agg}`, the\n"
+            f"   {agg} of their `{value}` values rounded to 2 decimals;\n"
+            f'3. write one JSON object `{{"rows_used": N, "groups": [{{"{group}": ..., "count": ..., "{agg}": ...}}, ...]}}`,\n'
+            f"   N being the number of kept records, with the groups {order_text}.\n\n"
+            "Leave the input file unchanged.\n"
         )
         delim_arg = "tab" if delim == "\t" else delim
-        solve = (f"cat > /tmp/report.py <<'PY'\n{ORACLE.strip()}\nPY\n"
-                 f"python3 /tmp/report.py '{delim_arg}' {group} {value} {fcol} {fop} {fval} {agg} {order}\n"
+        solve = (f"cat > /tmp/report.py <<'PY'\n{ORACLE.strip().replace('KEEP', KEEP[fop])}\nPY\n"
+                 f"python3 /tmp/report.py '{delim_arg}' {group} {value} {fcol} {fval} {agg} {order}\n"
                  "head -c 400 report.json\n")
         tests = (f"INPUT_SHA256 = {hashlib.sha256(data.encode()).hexdigest()!r}\nGROUP = {group!r}\nAGG = {agg!r}\n"
                  f"ROWS_USED = {len(used)}\nEXPECTED = {expected!r}\n" + TESTS)
