@@ -4,15 +4,27 @@ Faults: a missing semicolon, a misspelled variable, a header prototype that disa
 definition, a Makefile whose recipes are indented with spaces, an object missing from the link
 line, a missing include guard, and a logic error (builds, wrong output). The instruction specifies
 what the program must print; the tests rebuild from clean and run it on fresh inputs.
+
+The splits draw from disjoint pools (``docs/families.md``): every test instance has at least one
+held-out fault kind (a source file missing its header include, a ``clean`` target that leaves the
+binary, numbers parsed in the wrong base), and test instances have their own program names, constants,
+variable names and instruction wording.
 """
 
 from __future__ import annotations
 
 import random
 
-from t1env.families import Family, Instance
+from t1env.families import Family, Instance, split_of_seed
 
 FAULTS = ("semicolon", "typo", "prototype", "spaces", "link", "guard", "logic")
+HELD_OUT_FAULTS = ("include", "clean", "base")  # only in the test split
+POOLS = {  # per split: binary names, multipliers, offsets, moduli, the accumulator's names
+    "train": (["calc", "mixer", "tally", "hashsum", "scorer"], (3, 97), (1, 999), [997, 1009, 7919, 10007, 65521, 99991],
+              ["total", "sum", "acc"]),
+    "test": (["blend", "fold", "crunch", "digest", "warp"], (101, 199), (1000, 1999), [1013, 4099, 8191, 30011, 49999],
+             ["grand", "running", "agg"]),
+}
 
 TESTS = r'''
 import random
@@ -94,18 +106,19 @@ def _sources(binary: str, a: int, b: int, m: int, faults: set[str], typo_var: st
             f"void print_row(const struct row *r);\nvoid print_total(long total);\n\n{guard_close}")
     mixc = (f'#include "mix.h"\n\n#define A {a}L\n#define B {b}L\n#define M {m}L\n\n'
             f"long mix(long x)\n{{\n    long r = {reduce}{semi}\n    return r;\n}}\n")
-    rowc = ('#include <stdio.h>\n#include "row.h"\n\n'
+    rowc = ('#include <stdio.h>\n' + ("" if "include" in faults else '#include "row.h"\n') + '\n'
             'void print_row(const struct row *r)\n{\n    printf("%ld -> %ld\\n", r->x, r->value);\n}\n\n'
             'void print_total(long total)\n{\n    printf("total %ld\\n", total);\n}\n')
     mainc = ('#include <stdlib.h>\n#include "mix.h"\n#include "row.h"\n' + ('#include "row.h"\n' if "guard" in faults else "")
              + f"\nint main(int argc, char **argv)\n{{\n    long {typo_var} = 0;\n"
              "    for (int i = 1; i < argc; i++) {\n"
-             "        struct row r;\n        r.x = strtol(argv[i], NULL, 10);\n        r.value = mix(r.x);\n"
+             f"        struct row r;\n        r.x = strtol(argv[i], NULL, {16 if 'base' in faults else 10});\n        r.value = mix(r.x);\n"
              f"        {total_use} += r.value;\n        print_row(&r);\n    }}\n    print_total({typo_var});\n    return 0;\n}}\n")
     objs = "main.o mix.o" if "link" in faults else "main.o mix.o row.o"
     ind = "    " if "spaces" in faults else "\t"
     makefile = (f"CC = gcc\nCFLAGS = -O2 -Wall\nOBJS = {objs}\n\n{binary}: $(OBJS)\n{ind}$(CC) $(CFLAGS) -o $@ $(OBJS)\n\n"
-                f"%.o: %.c *.h\n{ind}$(CC) $(CFLAGS) -c $<\n\nclean:\n{ind}rm -f {binary} *.o\n\n.PHONY: clean\n")
+                f"%.o: %.c *.h\n{ind}$(CC) $(CFLAGS) -c $<\n\nclean:\n{ind}rm -f {'' if 'clean' in faults else binary + ' '}*.o\n\n"
+                ".PHONY: clean\n")
     return {"main.c": mainc, "mix.c": mixc, "mix.h": mixh, "row.c": rowc, "row.h": rowh, "Makefile": makefile}
 
 
@@ -116,10 +129,18 @@ class BrokenBuild(Family):
     description = "Fix a C + make project with 1-2 injected faults (syntax, prototype, link, Makefile, logic)."
 
     def build(self, rng: random.Random, seed: int) -> Instance:
-        binary = rng.choice(["calc", "mixer", "tally", "hashsum", "scorer"])
-        a, b, m = rng.randint(3, 97), rng.randint(1, 999), rng.choice([997, 1009, 7919, 10007, 65521, 99991])
-        faults = set(rng.sample(FAULTS, rng.choice([1, 2, 2])))
-        typo_var = rng.choice(["total", "sum", "acc"])
+        split = split_of_seed(seed)
+        binaries, a_range, b_range, moduli, accumulators = POOLS[split]
+        binary = rng.choice(binaries)
+        a, b, m = rng.randint(*a_range), rng.randint(*b_range), rng.choice(moduli)
+        n_faults = rng.choice([1, 2, 2])
+        if split == "train":
+            faults = set(rng.sample(FAULTS, n_faults))
+        else:  # one held-out fault kind, maybe with one more of any kind
+            faults = {rng.choice(HELD_OUT_FAULTS)}
+            if n_faults == 2:
+                faults.add(rng.choice([f for f in FAULTS + HELD_OUT_FAULTS if f not in faults]))
+        typo_var = rng.choice(accumulators)
         broken = _sources(binary, a, b, m, faults, typo_var)
         fixed = _sources(binary, a, b, m, set(), typo_var)
         sample = sorted(rng.sample(range(-50, 200), 5))
@@ -131,6 +152,14 @@ class BrokenBuild(Family):
             "`total T` where T is the sum of the V values. With no arguments it prints `total 0`.\n\n"
             f"Requirements: `make` in `/app` builds `/app/{binary}` from the sources in a clean tree, and `make clean`\n"
             f"removes `{binary}` and the object files. Example: `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
+        ) if split == "train" else (
+            f"The C program `{binary}` in `/app` (sources plus a Makefile) is broken: either it fails to build or its\n"
+            "output is not what it should be. Repair it.\n\n"
+            f"What `./{binary} X1 X2 ...` must do: read its arguments as decimal integers and, for each X in order,\n"
+            f"print `X -> V` with V = (X * {a} + {b}) mod {m}, always in the range 0..{m - 1} (negative X included);\n"
+            f"then print `total T`, T being the sum of all V. Without arguments the output is just `total 0`.\n\n"
+            f"Also: running `make` in `/app` on a clean tree must build `/app/{binary}` from the sources, and\n"
+            f"`make clean` must delete `{binary}` and every object file. Try e.g. `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
         )
         solve = "".join(f"cat > {name} <<'T1EOF'\n{body}T1EOF\n" for name, body in fixed.items())
         solve += f"make clean\nmake\n./{binary} {' '.join(map(str, sample))}\n"
