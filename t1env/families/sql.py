@@ -4,6 +4,11 @@ Table and column names, the data, and 3-4 questions (revenue per category, top c
 without orders, orders per month, products never ordered, average order value per city) vary by
 seed. The agent saves one SELECT per question; the tests run each on the shipped database and on a
 hold-out database with other data, against the reference query.
+
+The splits draw from disjoint pools (``docs/families.md``): test instances ask held-out questions (units
+per category, top products by revenue, customers per city, revenue per year, orders with many lines)
+about tables and columns with their own names, in a database file of its own name, under the
+instruction's own wording.
 """
 
 from __future__ import annotations
@@ -12,12 +17,22 @@ import hashlib
 import random
 import sqlite3
 
-from t1env.families import Family, Instance
+from t1env.families import Family, Instance, split_of_seed
 
 CITIES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Perth", "Cairo", "Lima", "Riga", "Accra", "Turku"]
 CATEGORIES = ["books", "garden", "toys", "kitchen", "audio", "sports", "office", "pets"]
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Femi", "Gita", "Hugo", "Ines", "Jun", "Kofi", "Lena", "Milo", "Nora",
          "Omar", "Pia", "Quin", "Rosa", "Sami", "Tove", "Uma", "Vik", "Wen", "Xavi", "Yara", "Zed"]
+NAMES_POOL = {  # per split: table and column names, database file names
+    "train": {"customers": ["customers", "clients", "buyers"], "products": ["products", "articles", "catalog"],
+              "orders": ["orders", "purchases"], "items": ["order_items", "order_lines", "line_items"],
+              "qty": ["qty", "quantity", "amount"], "date": ["order_date", "placed_on", "created"],
+              "db": ["shop.db", "store.sqlite", "sales.db"]},
+    "test": {"customers": ["members", "patrons"], "products": ["goods", "wares", "stock_items"],
+             "orders": ["sales", "baskets"], "items": ["sale_lines", "basket_items"],
+             "qty": ["units", "n_units", "pieces"], "date": ["sold_on", "ordered_at"],
+             "db": ["market.db", "retail.sqlite", "outlet.db"]},
+}
 PRODUCTS = ["lamp", "mug", "kite", "chair", "pen", "ball", "rake", "clock", "bowl", "drum", "tent", "book", "fan", "kettle"]
 
 TESTS = r'''
@@ -133,6 +148,34 @@ def _questions(rng: random.Random, t: dict[str, str]) -> list[tuple[str, str]]:
     return rng.sample(pool, rng.randint(3, 4))
 
 
+def _held_out_questions(rng: random.Random, t: dict[str, str]) -> list[tuple[str, str]]:
+    """The test split's questions: none of them is one of :func:`_questions`."""
+    c, p, o, i, date, qty = (t[k] for k in ("customers", "products", "orders", "items", "date", "qty"))
+    k = rng.randint(3, 5)
+    lines = rng.choice([3, 4])
+    pool = [
+        ("Units sold per product category: columns `category`, `units` (the total quantity over all order lines);\n"
+         "  most units first, ties by category.",
+         f"SELECT p.category, SUM(i.{qty}) AS u FROM {i} i JOIN {p} p ON p.id = i.product_id "
+         "GROUP BY p.category ORDER BY u DESC, p.category"),
+        (f"The {k} products that brought in the most money: columns `name`, `revenue` (quantity × price summed over\n"
+         "  the product's order lines, rounded to 2 decimals); highest revenue first, ties by name.",
+         f"SELECT p.name, ROUND(SUM(i.{qty} * p.price), 2) AS r FROM {i} i JOIN {p} p ON p.id = i.product_id "
+         f"GROUP BY p.id ORDER BY r DESC, p.name LIMIT {k}"),
+        ("How many customers live in each city (whether or not they ever ordered): columns `city`, `customers`;\n"
+         "  by city.",
+         f"SELECT city, COUNT(*) FROM {c} GROUP BY city ORDER BY city"),
+        ("Revenue per calendar year: columns `year` (`YYYY`), `revenue` (quantity × price over the lines of that\n"
+         "  year's orders, rounded to 2 decimals); by year.",
+         f"SELECT substr(o.{date}, 1, 4) AS y, ROUND(SUM(i.{qty} * p.price), 2) FROM {o} o "
+         f"JOIN {i} i ON i.order_id = o.id JOIN {p} p ON p.id = i.product_id GROUP BY y ORDER BY y"),
+        (f"Orders with at least {lines} order lines: columns `order_id`, `lines` (the number of its lines); by\n"
+         "  order id.",
+         f"SELECT order_id, COUNT(*) AS n FROM {i} GROUP BY order_id HAVING n >= {lines} ORDER BY order_id"),
+    ]
+    return rng.sample(pool, rng.randint(3, 4))
+
+
 def _digest(script: str) -> str:
     con = sqlite3.connect(":memory:")
     con.executescript(script)
@@ -151,19 +194,14 @@ class SqlQuery(Family):
     description = "Write 3-4 SQL queries over a generated sqlite shop database (random names, data and questions)."
 
     def build(self, rng: random.Random, seed: int) -> Instance:
-        t = {
-            "customers": rng.choice(["customers", "clients", "buyers"]),
-            "products": rng.choice(["products", "articles", "catalog"]),
-            "orders": rng.choice(["orders", "purchases"]),
-            "items": rng.choice(["order_items", "order_lines", "line_items"]),
-            "qty": rng.choice(["qty", "quantity", "amount"]),
-            "date": rng.choice(["order_date", "placed_on", "created"]),
-        }
-        t["cust_id"] = rng.choice(["customer_id", f"{t['customers'][:-1]}_id"])
-        db = rng.choice(["shop.db", "store.sqlite", "sales.db"])
+        split = split_of_seed(seed)
+        names = NAMES_POOL[split]
+        t = {k: rng.choice(names[k]) for k in ("customers", "products", "orders", "items", "qty", "date")}
+        t["cust_id"] = rng.choice(["customer_id" if split == "train" else "member_ref", f"{t['customers'][:-1]}_id"])
+        db = rng.choice(names["db"])
         script = _data(rng, t)
         holdout = _data(random.Random(f"{self.instance_id(seed)}/holdout"), t)
-        questions = _questions(rng, t)
+        questions = (_questions if split == "train" else _held_out_questions)(rng, t)
         reference = {f"q{n}": sql for n, (_, sql) in enumerate(questions, 1)}
 
         qtext = "\n".join(f"{n}. `queries/q{n}.sql` — {text}" for n, (text, _) in enumerate(questions, 1))
@@ -174,6 +212,14 @@ class SqlQuery(Family):
             "Your queries are also run on other databases with the same schema, so compute the answer in SQL (no\n"
             "hard-coded values). Output the columns in the order given (column names do not matter). Do not modify the\n"
             "database.\n\n" + qtext + "\n"
+        ) if split == "train" else (
+            f"A small shop keeps its data in the sqlite file `/app/{db}`, with the tables `{t['customers']}`, "
+            f"`{t['products']}`,\n`{t['orders']}` and `{t['items']}`. You can use Python's `sqlite3` module (there may be "
+            "no `sqlite3` program).\n\n"
+            "For each question below, save a **single SQL SELECT statement** under `/app/queries/`, in the file named\n"
+            "there. The same queries will be run against other databases with this schema, so let SQL compute the\n"
+            "answer instead of writing values in. Return the columns in the order listed (their names are free). Leave\n"
+            "the database unchanged.\n\n" + qtext + "\n"
         )
         solve = "mkdir -p queries\n" + "".join(
             f"cat > queries/{q}.sql <<'SQL'\n{sql};\nSQL\n" for q, sql in reference.items())
