@@ -106,6 +106,10 @@ def answers():
         if line.strip():
             key, _, value = line.partition("=")
             out[key.strip()] = value.strip()
+    unasked = sorted(set(out) - set(EXPECTED))
+    # an answer counts only in a file that answers the questions asked: listing every key there could be is not
+    # reading the questions (without this, answering all of them lost one check of n)
+    assert not unasked, f"answers.txt answers questions that were not asked: {', '.join(unasked)}"
     return out
 
 

@@ -8,6 +8,7 @@ import gymnasium as gym
 import pytest
 
 import t1env  # noqa: F401
+from t1env.agents import oracle_command
 from t1env.cli import main
 from t1env.families import FAMILIES, calibration_refs, get_family, materialize, parse_instance_id, split_of_seed, split_seed
 from t1env.registry import get_task, list_tasks
@@ -163,3 +164,20 @@ def test_family_demos_are_written_as_solution_demos_and_listed_by_the_task():
                                          "echo red > red/notes.txt\n")
     assert all(os.access(p, os.X_OK) for p in task.demos) and task.solution.name == "solve.sh"
     assert "mkdir red\n" in task.solution.read_text() and get_task("hello-file").demos == []
+
+
+@pytest.mark.parametrize("extra", ["", "requests_999=0\n"])
+def test_logs_answers_count_only_when_no_unasked_question_is_answered(extra):
+    """Answering every question the pool could ask (issue 25's 'answer everything') earns nothing on logs: the oracle's
+    answers plus one key that was not asked fail every check, where without the extra line they pass all."""
+    task = get_task("logs@3")
+    env = gym.make("T1Terminal-v0", task="logs@3").unwrapped
+    try:
+        env.reset(seed=0)
+        env.step({"command": oracle_command(task)})
+        if extra:
+            env.step({"command": f"printf %s {extra!r} >> /app/answers.txt"})
+        _, _, _, _, info = env.step({"submit": True})
+    finally:
+        env.close()
+    assert (info["passed"], info["total"]) == ((0, 4) if extra else (4, 4)), info["checks"]
