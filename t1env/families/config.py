@@ -105,6 +105,14 @@ def test_values_have_the_right_types():
 '''
 
 
+def _other(rng: random.Random, vals, current):
+    """``rng.choice([v for v in vals if v != current])`` (the same draw) without listing a range's values."""
+    if isinstance(vals, range) and vals.step == 1 and current in vals:
+        i = rng.randrange(len(vals) - 1)
+        return vals[i] if vals[i] < current else vals[i + 1]
+    return rng.choice([v for v in vals if v != current])
+
+
 def _render(fmt: str, cfg: dict, faults: set[str], rng: random.Random) -> str:
     def lit(v, quote_num=False):
         if isinstance(v, bool):
@@ -118,7 +126,7 @@ def _render(fmt: str, cfg: dict, faults: set[str], rng: random.Random) -> str:
     if "duplicate" in faults:  # the first key of the first section again, with another value (last one wins)
         s0 = list(cfg)[0]
         k0 = list(cfg[s0])[0]
-        dup = (s0, k0, rng.choice([v for v in ALL_SECTIONS[s0][k0] if v != cfg[s0][k0]]))
+        dup = (s0, k0, _other(rng, ALL_SECTIONS[s0][k0], cfg[s0][k0]))
     if "stringly" in faults:
         cands = [(s, k) for s in cfg for k, v in cfg[s].items() if not isinstance(v, str)]
         stringly = rng.choice(cands)
@@ -169,10 +177,10 @@ class ConfigRepair(Family):
         file = (FORMATS if split == "train" else FORMATS_TEST)[fmt]
         cfg: dict[str, dict] = {}
         for s in rng.sample(sorted(sections), rng.randint(3, 5)):
-            cfg[s] = {k: rng.choice(list(vals)) for k, vals in sections[s].items() if rng.random() < 0.85}
+            cfg[s] = {k: rng.choice(vals) for k, vals in sections[s].items() if rng.random() < 0.85}
             if not cfg[s]:
                 k = sorted(sections[s])[0]
-                cfg[s][k] = rng.choice(list(sections[s][k]))
+                cfg[s][k] = rng.choice(sections[s][k])
         syntax = "syntax" if split == "train" else SYNTAX_TEST[fmt]
         if syntax == "bareword" and not any(isinstance(v, str) and v.replace("_", "").isalnum()
                                             for kv in cfg.values() for v in kv.values()):
@@ -182,8 +190,7 @@ class ConfigRepair(Family):
         keys = [(s, k) for s in cfg for k in cfg[s]]
         required = {}
         for s, k in rng.sample(keys, min(len(keys) - 1, rng.randint(3, 5))):
-            vals = [v for v in sections[s][k] if v != cfg[s][k]]
-            required[(s, k)] = rng.choice(vals)
+            required[(s, k)] = _other(rng, sections[s][k], cfg[s][k])
         kept = {sk: cfg[sk[0]][sk[1]] for sk in keys if sk not in required}
         final = {s: {k: required.get((s, k), v) for k, v in kv.items()} for s, kv in cfg.items()}
         fixed = _render(fmt, final, set(), rng)
