@@ -30,7 +30,8 @@ POOLS = {  # per split: rules, file stems, sub-folders, output folders, duplicat
     "test": (("month", "kind"), ["Agenda", "memo", "Photo", "ledger", "Quote", "timesheet", "Poster", "sketch",
                                  "Payslip", "minutes", "Itinerary", "log book", "Recipe", "manual", "Ticket"],
              ["", "", "", "inbox-old", "Desktop", "saved files", "2019/misc", "camera"],
-             ["tidy", "library", "shelved", "by-rule"], ["copies.txt", "dropped.log", "dup-list.txt"],
+             ["tidy", "library", "shelved", "by-rule", "cabinet", "stowed"],
+             ["copies.txt", "dropped.log", "dup-list.txt", "same-content.txt", "doubles.log"],
              "{stem} - Copy"),
 }
 EXTS_TEST = ["txt", "pdf", "PDF", "csv", "jpg", "png", "PNG", "gif", "md", "log", "json", "xml", "zip", ""]
