@@ -28,10 +28,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
+from t1env.errors import T1Error
 from t1env.families import FAMILIES, calibration_refs, parse_instance_id, split_of_seed
 from t1env.registry import discover, get_task, list_tasks, split_of
 from t1env.sandbox import BACKENDS, SandboxError
-from t1env.task import TaskError
 from t1env.verify import REWARD_MODES
 
 # What `t1env show` says about a task's verification (docs/sandbox.md has the details).
@@ -472,7 +472,7 @@ def console_main() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from t1env.images import MAP_ENV, ImageMapError, load_map
+    from t1env.images import MAP_ENV, load_map
     from t1env.registry import PATH_ENV
 
     if getattr(args, "tasks_dir", None):
@@ -482,10 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_map()  # a malformed map fails now, in one line
         return args.fn(args)
-    except ImageMapError as e:
-        err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
-        return 2
-    except (TaskError, SandboxError, ValueError) as e:
+    except (T1Error, ValueError) as e:  # t1's own errors (task, sandbox, image map, ...) and bad values
         err_console.print(f"t1env {args.cmd}: {escape(str(e))}", highlight=False)
         return 2
     except OSError as e:  # a path that is missing, a folder, a file, unreadable: its message names it

@@ -37,6 +37,7 @@ from typing import Any, Iterable
 
 import gymnasium as gym
 
+from t1env.errors import T1Error
 from t1env.families import get_family, split_seed
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
@@ -49,7 +50,7 @@ from t1env.verify import REWARD_MODES, VerifyResult, not_run, verify
 _NOTE_ROOM = 1024  # room for t1's notes on top of the captured output
 
 
-class SetupError(RuntimeError):
+class SetupError(T1Error, RuntimeError):
     """A task's environment could not be prepared (its setup.sh failed). Names the task."""
 
 

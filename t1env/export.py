@@ -22,6 +22,7 @@ import json
 import shutil
 from pathlib import Path
 
+from t1env.errors import T1Error
 from t1env.task import Task, TaskError
 
 FORMATS = ("harbor", "terminal-bench")
@@ -79,7 +80,7 @@ _COMPOSE = """services:
 """
 
 
-class ExportError(ValueError):
+class ExportError(T1Error, ValueError):
     """A task cannot be exported in the asked layout (one line: the task and why)."""
 
 

@@ -45,6 +45,8 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
+from t1env.errors import T1Error
+
 MAP_ENV = "T1ENV_IMAGE_MAP"
 MAP_HINT = (f"add it to the image map ({MAP_ENV}=FILE or --image-map FILE) "
             "or build or load it into the engine under that name")
@@ -73,7 +75,7 @@ _INSTR = re.compile(r"^\s*([A-Za-z]+)\b\s*(.*)$")
 _INERT = {"FROM", "WORKDIR", "CMD", "ENTRYPOINT", "LABEL", "MAINTAINER", "ARG", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
 
 
-class ImageMapError(ValueError):
+class ImageMapError(T1Error, ValueError):
     """The image map file is unreadable or malformed (one line naming the file and the entry)."""
 
 

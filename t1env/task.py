@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from t1env.errors import T1Error
+
 TASK_FILE = "task.toml"
 INSTRUCTION_FILE = "instruction.md"
 ENV_DIR = "environment"
@@ -79,7 +81,7 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-class TaskError(ValueError):
+class TaskError(T1Error, ValueError):
     """A task package is malformed. The message is one line naming the file and the field."""
 
 

@@ -63,6 +63,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import asdict, dataclass
 
+from t1env.errors import T1Error
 from t1train.engines.base import Generation
 
 SENTINEL = "T1TITOSENTINEL"
@@ -94,7 +95,7 @@ class Bridge:
     drift: DriftEvent | None = None
 
 
-class TemplateError(ValueError):
+class TemplateError(T1Error, ValueError):
     """The chat template cannot be used for TITO bridges."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from t1env.errors import T1Error
 from t1env.task import Task
 
 # The environment every sandboxed process starts with (backends add nothing else from the host).
@@ -135,7 +136,7 @@ class VerifierOptions:
     """A writable folder that only the verifier sees (``/logs/verifier``, where a test.sh writes its reward)."""
 
 
-class SandboxError(RuntimeError):
+class SandboxError(T1Error, RuntimeError):
     """The sandbox could not be started or used. The message is one line saying what to do."""
 
 

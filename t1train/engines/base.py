@@ -41,6 +41,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from t1env.errors import T1Error
+
 FINISH_STOP = "stop"  # a stop token or stop string ended the generation
 FINISH_LENGTH = "length"  # max_new_tokens (or the context limit) ended it
 FINISH_ABORT = "abort"  # the server aborted the request; token_ids holds what was sampled before the abort
@@ -116,7 +118,7 @@ class Generation:
         return self.finish_reason == FINISH_STOP and isinstance(self.matched_stop, int)
 
 
-class EngineError(RuntimeError):
+class EngineError(T1Error, RuntimeError):
     """The engine could not serve a request (server error, bad request, unreachable)."""
 
 
