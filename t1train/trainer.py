@@ -1,7 +1,9 @@
 """T1Trainer: PPO (with a warm-started critic), GRPO and GSPO for terminal agents, on TRL's ``GRPOTrainer``.
 
 TRL brings the machinery (batching, gradient accumulation, accelerate, PEFT, logging, checkpoints, the clipped
-policy loss and its variants). t1 replaces the generation step and the advantages:
+policy loss and its variants). t1 replaces the generation step and the advantages. Where TRL has no public hook for
+that, t1 overrides or calls a private TRL method: :mod:`t1train.trl_surface` lists each one, and a test pins them to
+the TRL version in ``pyproject.toml``.
 
 Story of one training step
 --------------------------
@@ -80,6 +82,11 @@ from t1train.tito import loss_region_drift
 from t1train.trainer_config import ALGORITHMS, T1Config
 from t1train.trajectory import Trajectory
 from t1train.value import ValueModel
+
+try:  # transformers >= 5; before, only the private Trainer._rotate_checkpoints (see t1train/trl_surface.py)
+    from transformers.trainer_utils import rotate_checkpoints
+except ImportError:
+    rotate_checkpoints = None
 
 __all__ = ["ALGORITHMS", "T1Config", "T1Trainer", "checkpoint_step", "episode_dataset", "episode_metrics", "passing_checks"]
 
@@ -182,7 +189,6 @@ class T1Trainer(GRPOTrainer):
         self.rollout_config = args.rollout_config()
         self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                        top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
-        self._rollout_calls: dict[tuple[str, int], int] = {}
         self._engine_version: str | None = None
         self._episode_log: EpisodeLog | None = None
         self._episode_log_claimed = False  # decided once: a fresh run moves an earlier run's episodes aside
@@ -198,6 +204,7 @@ class T1Trainer(GRPOTrainer):
             self.value_model = value_model.to(self.accelerator.device).train()
             self.value_optimizer = torch.optim.AdamW(self.value_model.parameters(), lr=args.critic_learning_rate,
                                                      eps=args.adam_epsilon)
+            self.add_callback(_CriticStepCallback(self))  # the critic steps with the policy's optimizer
         if args.eval_every_steps:
             self.add_callback(_EpisodeEvalCallback(self))
         if args.health_line:
@@ -549,7 +556,7 @@ class T1Trainer(GRPOTrainer):
         if return_outputs:
             raise ValueError("T1Trainer does not return outputs from compute_loss")
         with self.policy_forward_context(inputs):
-            loss = self._compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
+            loss = super().compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
         if self.value_model is not None and "returns" in inputs:
             mode = "train" if self.model.training else "eval"
             normalizer = self._value_normalizer(inputs, mode)
@@ -566,12 +573,6 @@ class T1Trainer(GRPOTrainer):
         values = self.value_model.values(input_ids, attention_mask, batch["completion_ids"].shape[1])
         return ppo.value_loss(values, batch["old_values"], batch["returns"], batch["tool_mask"].float(),
                               self.args.cliprange_value if clip else None, normalizer)
-
-    def training_step(self, model, inputs, num_items_in_batch):
-        loss = super().training_step(model, inputs, num_items_in_batch)
-        if self.value_model is not None and self._step % self.current_gradient_accumulation_steps == 0:
-            self._critic_optimizer_step()
-        return loss
 
     def _critic_optimizer_step(self) -> None:
         self._average_critic_gradients()
@@ -685,11 +686,9 @@ class T1Trainer(GRPOTrainer):
 
     def _rotate(self, run_dir: Path) -> None:
         """Delete checkpoints over ``save_total_limit`` (TRL rotated inside the temp folder, where there is one)."""
-        if hasattr(self, "_rotate_checkpoints"):  # transformers < 5
+        if rotate_checkpoints is None:  # transformers < 5: only the private method
             self._rotate_checkpoints(use_mtime=True, output_dir=str(run_dir))
             return
-        from transformers.trainer_utils import rotate_checkpoints
-
         rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
                            best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
@@ -851,6 +850,17 @@ class _HealthLineCallback(TrainerCallback):
             from tqdm.auto import tqdm
 
             tqdm.write(line)  # on a line of its own, not after a progress bar's
+
+
+class _CriticStepCallback(TrainerCallback):
+    """Step the critic's optimizer once per policy optimizer step, after the last micro-batch of the accumulation
+    window has added its value-loss gradients (the public hook for what counting TRL's private ``_step`` did)."""
+
+    def __init__(self, trainer: T1Trainer):
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer._critic_optimizer_step()
 
 
 class _EpisodeEvalCallback(TrainerCallback):
