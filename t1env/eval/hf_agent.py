@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 
 from t1env.agent.protocol import NONE, Protocol
-from t1env.eval.agents import EvalOptions
+from t1env.eval.options import EvalOptions
 from t1env.task import Task
 
 DEFAULT_MAX_TOKENS = 1024

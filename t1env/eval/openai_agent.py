@@ -32,7 +32,7 @@ import os
 from typing import Any
 
 from t1env.agent.protocol import NONE, TOOLS_HELP, Protocol, parse_tool_call
-from t1env.eval.agents import EvalOptions
+from t1env.eval.options import EvalOptions
 from t1env.task import Task
 
 DEFAULT_MAX_TOKENS = 1024
