@@ -60,6 +60,7 @@ import collections
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import random
@@ -70,6 +71,7 @@ from typing import Any
 
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import pad
@@ -209,6 +211,11 @@ class T1Trainer(GRPOTrainer):
             self.add_callback(_EpisodeEvalCallback(self))
         if args.health_line:
             self.add_callback(_HealthLineCallback())
+            # the terminal shows the health line; TRL's raw metrics dict goes to the log file and the logger
+            for quiet in (ProgressCallback, PrinterCallback):
+                if self.pop_callback(quiet) is not None and quiet is ProgressCallback:
+                    self.add_callback(_BarOnlyProgressCallback())
+        self.add_callback(_MetricsLogCallback())
 
     def _make_reference(self) -> None:
         """The KL reference (``beta > 0``, no PEFT): a frozen copy of the policy as it is now."""
@@ -833,6 +840,33 @@ def health_line(step: int, logs: dict, entropy_start: float | None = None) -> st
     if logs.get("entropy", 1.0) < (0.2 * entropy_start if entropy_start else 0.05):
         line += " [entropy collapsed]"
     return line
+
+
+METRICS_LOG = "metrics.jsonl"  # in output_dir: every logged step's metrics, one JSON object per line
+metrics_logger = logging.getLogger("t1train.metrics")
+
+
+class _MetricsLogCallback(TrainerCallback):
+    """Every log TRL makes (the raw metrics dict: loss, clip ratios, t1/*, critic/*, ...) as one JSON line in
+    ``<output_dir>/metrics.jsonl`` and on the ``t1train.metrics`` logger at DEBUG (main process only)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        row = {"step": state.global_step, **{k: v for k, v in logs.items() if k != "total_flos"}}
+        metrics_logger.debug("%s", row)
+        if args.output_dir:
+            os.makedirs(args.output_dir, exist_ok=True)
+            with open(os.path.join(args.output_dir, METRICS_LOG), "a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
+
+
+class _BarOnlyProgressCallback(ProgressCallback):
+    """transformers' progress bar without the metrics dict it writes under the bar at every log (the health line and
+    ``metrics.jsonl`` carry those)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return
 
 
 class _HealthLineCallback(TrainerCallback):

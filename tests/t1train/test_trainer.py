@@ -4,6 +4,10 @@ sandboxes); the real-env runs are test_trainer_cli.py's end-to-end run and test_
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -106,12 +110,18 @@ def test_shared_engine_has_no_train_inference_mismatch(tiny, tmp_path, scripted_
 # The router's load-balancing loss moves an MoE with no advantage at all; these tests turn it off
 # (router_aux_loss_coef=0) so that whatever moves the policy is the policy gradient.
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo", "gspo"])
-def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm):
+def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm, capsys):
     """A full step (rollout, scoring, loss, optimizer) on episodes that all score 0: every advantage is 0, so the
-    step must log its metrics and leave the policy exactly as it was."""
+    step must log its metrics and leave the policy exactly as it was. The terminal gets the health line, the raw
+    metrics go to metrics.jsonl."""
     trainer = make_trainer(tiny, tmp_path, scripted_env, algorithm=algorithm, router_aux_loss_coef=0.0)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
+    out = capsys.readouterr()
+    assert re.search(r"^step 1  resolved 0\.00", out.out + out.err, re.M)
+    assert "'t1/passed_mean'" not in out.out + out.err  # TRL's raw dict is not printed under the health line
+    rows = [json.loads(line) for line in (Path(trainer.args.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 1 and rows[0]["t1/passed_mean"] == 0.0
     logs = trainer.state.log_history[0]
     for key in ("t1/passed_mean", "t1/resolved_rate", "off_policy/train_inference_abs_dlogp", "clip_ratio/region_mean",
                 "t1/tito_drift_tokens", "entropy"):
