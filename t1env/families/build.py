@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 FAULTS = ("semicolon", "typo", "prototype", "spaces", "link", "guard", "logic")
 HELD_OUT_FAULTS = ("include", "clean", "base")  # only in the test split

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import random
 
-from t1env.families import TEST_EVERY, Family, Instance, split_of_seed
+from t1env.families.base import TEST_EVERY, Family, Instance, split_of_seed
 
 WORDS = ("red", "blue", "green", "gold", "pink", "gray")
 NUMBERS = tuple(range(1, 10))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 SECTIONS = {
     "server": {"host": ["127.0.0.1", "0.0.0.0", "localhost"], "port": range(1024, 9999), "workers": range(1, 32),

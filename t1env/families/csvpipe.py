@@ -17,7 +17,7 @@ import hashlib
 import io
 import random
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 DOMAINS = {
     "sales": {"cat": {"region": ["north", "south", "east", "west", "central"],

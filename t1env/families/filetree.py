@@ -17,7 +17,7 @@ import hashlib
 import random
 import re
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 STEMS = ["Invoice", "report", "Scan", "holiday photo", "notes", "Budget", "contract", "receipt", "Slides", "draft",
          "Meeting Minutes", "backup", "todo", "Letter", "summary", "plan", "export", "statement"]

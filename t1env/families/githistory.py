@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 WORDS = ["alpha", "bravo", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper", "kestrel",
          "lumen", "maple", "nova", "onyx", "pine", "quartz", "raven", "sierra", "tundra"]

@@ -17,7 +17,7 @@ import json
 import random
 from collections import Counter
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 FORMATS = {"train": ("combined", "jsonl", "kv", "pipe"), "test": ("csv", "syslog")}

@@ -16,7 +16,7 @@ import hashlib
 import random
 import re
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 B0, B1 = r"(?<![A-Za-z0-9._-])", r"(?![A-Za-z0-9._-])"
 OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 BUGS = ("spaces", "lastline", "sort", "subshell", "glob", "usage")
 # format: (as the instruction shows it, printf format, printf argument order, the tests' Python format)

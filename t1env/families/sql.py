@@ -17,7 +17,7 @@ import hashlib
 import random
 import sqlite3
 
-from t1env.families import Family, Instance, split_of_seed
+from t1env.families.base import Family, Instance, split_of_seed
 
 CITIES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Perth", "Cairo", "Lima", "Riga", "Accra", "Turku"]
 CATEGORIES = ["books", "garden", "toys", "kitchen", "audio", "sports", "office", "pets"]
