@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import numbers
 import os
 import secrets
@@ -46,6 +47,8 @@ from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
 from t1env.spaces import ShellAction, TerminalText, brief, is_seconds
 from t1env.task import Task, TaskError
 from t1env.verify import REWARD_MODES, VerifyResult, not_run, verify
+
+log = logging.getLogger(__name__)
 
 _NOTE_ROOM = 1024  # room for t1's notes on top of the captured output
 
@@ -339,8 +342,8 @@ class TerminalEnv(gym.Env[str, Any]):
         if spare is not None:
             try:
                 _stop(*spare.result())
-            except Exception:
-                pass
+            except Exception:  # the spare sandbox failed to start: there is nothing to stop
+                log.debug("the spare sandbox did not start", exc_info=True)
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)  # every background stop has finished: nothing is left running

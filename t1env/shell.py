@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -47,6 +48,8 @@ import pexpect
 import pyte
 
 from t1env.sandbox.base import Sandbox, SandboxError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_OUTPUT = 32 * 1024
 _CHUNK = 1 << 16
@@ -261,8 +264,8 @@ class ShellSession:
             child.ptyproc.delayafterterminate = 0
             try:
                 child.close(force=True)
-            except Exception:
-                pass
+            except Exception:  # the pty may already be closed; _reap() below collects the process either way
+                log.debug("closing the shell's pty", exc_info=True)
             _reap(child)
 
     def _restart(self) -> None:

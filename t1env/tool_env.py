@@ -130,5 +130,5 @@ class TerminalToolEnv:
     def __del__(self):
         try:
             self._close()
-        except Exception:
+        except Exception:  # noqa: S110 - at interpreter exit the modules _close() needs may be gone already
             pass

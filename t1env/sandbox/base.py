@@ -391,7 +391,7 @@ class Sandbox(ABC):
     def __del__(self):  # a forgotten sandbox must not leak processes or files
         try:
             self.stop()
-        except Exception:
+        except Exception:  # noqa: S110 - at interpreter exit the modules stop() needs may be gone already
             pass
 
 

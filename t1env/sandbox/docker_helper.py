@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import select
 import socket
 import threading
 import time
 from typing import Mapping
+
+log = logging.getLogger(__name__)
 
 # Runs as `python3 -I -S -u -c HELPER` inside the container; one JSON request per line on stdin,
 # one JSON reply per line on stdout. Python >= 3.6; stdlib only.
@@ -126,6 +129,6 @@ class _Helper:
             pass
         try:
             self._holder.close()
-        except Exception:
-            pass
+        except Exception:  # the helper's socket may already be gone with its container
+            log.debug("closing the helper's socket", exc_info=True)
 

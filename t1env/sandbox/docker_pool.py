@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,8 @@ from t1env.sandbox.docker_engine import (
 from t1env.sandbox.docker_helper import _Helper
 from t1env.sandbox.docker_images import image_for
 from t1env.task import Task
+
+log = logging.getLogger(__name__)
 
 # Docker's default capabilities that no task needs and an agent could misuse (raw packets for
 # spoofing on the bridge, device nodes, audit records, file capabilities).
@@ -306,8 +309,8 @@ def _remove_container(cid: str, volumes: bool = True, host: str | None = None) -
     made on); best effort: gc() finds a leftover by its label."""
     try:
         client(host or _live.get(cid)).api.remove_container(cid, force=True, v=volumes)
-    except Exception:
-        pass
+    except Exception:  # best effort: gc() finds a leftover by its label
+        log.debug("removing container %s", cid, exc_info=True)
     _live.pop(cid, None)
 
 
@@ -322,8 +325,8 @@ def _at_exit() -> None:
         _reaper.drain()
         for cid, host in list(_live.items()):
             _remove_container(cid, host=host)
-    except Exception:
-        pass
+    except Exception:  # at exit: whatever is left, gc() finds by its label
+        log.debug("removing the containers left at exit", exc_info=True)
 
 
 atexit.register(_at_exit)
@@ -347,8 +350,8 @@ def gc(all: bool = False, host: str | None = None) -> int:
         try:
             c.api.remove_container(info["Id"], force=True, v=True)
             n += 1
-        except Exception:
-            pass
+        except Exception:  # removed meanwhile, or the engine refused: the next gc() tries again
+            log.debug("gc: removing container %s", info["Id"], exc_info=True)
     try:
         vols = c.api.volumes(filters={"label": f"{LABEL}=1"}).get("Volumes") or []
     except Exception:

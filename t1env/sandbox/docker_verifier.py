@@ -32,6 +32,7 @@ above holds on both paths.
 from __future__ import annotations
 
 import io
+import logging
 import tarfile
 import time
 from pathlib import Path
@@ -50,7 +51,11 @@ from t1env.sandbox.base import (
     verifier_argv,
     verifier_env,
 )
+from t1env.sandbox.docker_engine import _OWNER, LABEL, LABEL_OWNER, _one_line, client
 from t1env.sandbox.docker_images import verifier_image
+from t1env.sandbox.docker_pool import _create_kwargs, _live, _remove_container
+
+log = logging.getLogger(__name__)
 
 READY_WAIT = 60.0  # seconds the agent may stay paused while the verifier starts
 LOG_CAP = "16m"  # the verifier container's log (its report) is bounded by the engine
@@ -60,22 +65,20 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
     """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring. ``options``
     (imported tasks): the tests are also mounted read-only at ``tests_alias``, and ``private_dir``
     is a tmpfs of the verifier container's own."""
-    from docker.types import Mount
-
-    from t1env.sandbox import docker as d
+    from docker.types import Mount  # the docker SDK: an optional extra, imported when a verifier runs
 
     opts = options or VerifierOptions()
 
     box = sandbox._box
     if box is None:
         raise SandboxError("sandbox is not started")
-    c = d.client(sandbox.host)
+    c = client(sandbox.host)
     shared = mode == "shared"
     local_engine = not sandbox.remote
     notes: list[str] = []
     # the task's pristine image, plus the tests' own dependencies where an imported task declares some
     image = verifier_image(sandbox.task, sandbox.image, host=sandbox.host)
-    kw = d._create_kwargs(image, sandbox.config, sandbox.task.id if sandbox.task else None)
+    kw = _create_kwargs(image, sandbox.config, sandbox.task.id if sandbox.task else None)
     kw.update(
         command=verifier_argv(extra=opts.args),
         environment={**sandbox.config.environ(), **verifier_env(), **opts.env},
@@ -117,7 +120,7 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
                     raise
             c.api.wait(box.id, timeout=30)
     except Exception as e:
-        raise SandboxError(f"could not stop the agent before verification: {d._one_line(e)}") from None
+        raise SandboxError(f"could not stop the agent before verification: {_one_line(e)}") from None
 
     t0 = time.monotonic()
     vid = None
@@ -128,7 +131,7 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
             kw.update(mounts=delivered + empty_files)
             notes.append("remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes")
         vid = c.containers.create(**kw).id
-        d._live[vid] = sandbox.host
+        _live[vid] = sandbox.host
         c.api.start(vid)
         if shared:
             _wait_ready(c, vid, min(READY_WAIT, timeout))
@@ -142,14 +145,14 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
             code = -9
             try:
                 c.api.kill(vid)
-            except Exception:
-                pass
+            except Exception:  # it may have exited on its own in the meantime
+                log.debug("killing the verifier container %s", vid, exc_info=True)
         out = c.api.logs(vid, stdout=True, stderr=False)
         err = c.api.logs(vid, stdout=False, stderr=True)[-65536:]
     except SandboxError:
         raise
     except Exception as e:
-        raise SandboxError(f"verifier container failed: {d._one_line(e)}") from None
+        raise SandboxError(f"verifier container failed: {_one_line(e)}") from None
     finally:
         if shared:
             try:
@@ -157,7 +160,7 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
             except Exception:
                 pass  # not paused any more (the normal case)
         if vid is not None:
-            d._remove_container(vid, volumes=False, host=sandbox.host)
+            _remove_container(vid, volumes=False, host=sandbox.host)
         for name in volumes:
             try:
                 c.api.remove_volume(name, force=True)
@@ -206,9 +209,7 @@ def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None,
     ``put_archive`` cannot write into a read-only mount or root filesystem, so the copy goes through a
     staging container: created from ``image`` (already on the engine) with the volumes mounted
     read-write, never started (no process runs in it), removed right after the copy."""
-    from docker.types import Mount
-
-    from t1env.sandbox.docker_engine import _OWNER, LABEL, LABEL_OWNER
+    from docker.types import Mount  # the docker SDK: an optional extra, imported when a verifier runs
 
     labels = {LABEL: "1", LABEL_OWNER: _OWNER}
     trees = [_tar({"": runtime, "tests": tests})]
@@ -231,8 +232,8 @@ def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None,
     finally:
         try:
             c.api.remove_container(stage, force=True, v=False)
-        except Exception:
-            pass
+        except Exception:  # best effort: gc() finds a leftover by its label
+            log.debug("removing the staging container %s", stage, exc_info=True)
     return [Mount(target, volumes[i], type="volume", read_only=True) for i, target in enumerate(targets)]
 
 
