@@ -44,9 +44,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from t1env.formats import LOGS_DIR, TESTS_ALIAS
 from t1env.resources import cache_dir, data_dir
 from t1env.sandbox.base import Sandbox, SandboxError, VerifierOptions
-from t1env.task import Task, TaskError
+from t1env.task import Origin, Task, TaskError
 
 RewardMode = Literal["count", "fraction", "binary"]
 REWARD_MODES: tuple[str, ...] = ("count", "fraction", "binary")
@@ -183,6 +184,15 @@ def _add_module(z: zipfile.ZipFile, path: Path, arcname: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def imported_verifier_options(origin: Origin) -> VerifierOptions:
+    """The options an imported task's verifier runs with (:mod:`t1env.formats`): its tests also at ``/tests``;
+    a Harbor ``test.sh`` in script mode, writing its reward file under ``/logs/verifier``."""
+    if origin.verifier == "script":
+        return VerifierOptions(args=("--script", f"{TESTS_ALIAS}/{origin.script}", "--logs", LOGS_DIR),
+                               env=dict(origin.verifier_env), tests_alias=TESTS_ALIAS, private_dir=LOGS_DIR)
+    return VerifierOptions(env=dict(origin.verifier_env), tests_alias=TESTS_ALIAS)
+
+
 def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> VerifyResult:
     """Run the task's checks against what the agent left in ``sandbox``; per-check results. Never raises.
 
@@ -202,9 +212,7 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
     options = VerifierOptions()
     keys_from_run = False
     if task.origin is not None:
-        from t1env.formats import verifier_options
-
-        options = verifier_options(task.origin)
+        options = imported_verifier_options(task.origin)
         keys_from_run = task.origin.verifier == "script" and not declared
     options = dataclasses.replace(options, args=(*options.args, *checks_args(task, declared, options)))
     try:

@@ -4,7 +4,7 @@
 :func:`~t1env.formats.terminal_bench.load_terminal_bench` (``task.yaml``) or
 :func:`~t1env.formats.harbor.load_harbor` (``task.toml`` with a ``[task]`` table or a
 ``schema_version``). Both return an ordinary :class:`~t1env.task.Task` whose :attr:`Task.origin`
-says where the package keeps what a t1 package keeps in fixed places (:class:`Origin`): the Docker
+says where the package keeps what a t1 package keeps in fixed places (:class:`~t1env.task.Origin`): the Docker
 build context, the oracle, the tests, and how the tests are run.
 
 How imported tests are run (``docs/compat.md`` has the full story and the reasons):
@@ -19,7 +19,7 @@ How imported tests are run (``docs/compat.md`` has the full story and the reason
 
 Contamination guard: a package carrying the Terminal-Bench canary string, a Harbor ``[task].name``
 under a known benchmark org, or a ``.t1-eval-only`` marker file is **eval-only**
-(:attr:`Origin.eval_only` says why); :func:`t1env.registry.split_of` puts it in ``test`` and
+(:attr:`~t1env.task.Origin.eval_only` says why); :func:`t1env.registry.split_of` puts it in ``test`` and
 :func:`t1env.registry.training_tasks` refuses it.
 """
 
@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from t1env.task import TaskError
+from t1env.task_model import TaskError, declared_checks
 
 CANARY = "terminal-bench-canary GUID"
 # Harbor orgs whose tasks are published benchmarks (their [task].name is "org/name").
@@ -41,70 +39,6 @@ TESTS_ALIAS = "/tests"  # where both formats' tests expect their own files
 LOGS_DIR = "/logs/verifier"  # where a Harbor test.sh writes reward.json / reward.txt
 # Files the canary scan reads (the canary sits in Dockerfiles, scripts, tests and task.yaml).
 _SCANNED = {".py", ".sh", ".yaml", ".yml", ".toml", ".md", ""}
-
-
-@dataclass(frozen=True)
-class Keystroke:
-    """One entry of a Terminal-Bench ``solution.yaml``: text typed into the shell."""
-
-    command: str
-    min_timeout_sec: float = 0.1
-    block: bool = False
-    append_enter: bool = True
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where an imported package keeps its parts, and how t1 runs its tests."""
-
-    format: Literal["terminal-bench", "harbor"]
-    context: Path
-    """Docker build context (Terminal-Bench: the task folder; Harbor: environment/)."""
-    dockerfile: Path | None
-    solution: Path
-    """solution.sh, solution/solve.sh or solution.yaml (the keystroke list: :attr:`keystrokes`)."""
-    tests: Path
-    verifier: Literal["pytest", "script"]
-    """pytest: t1's runtime runs the test files; script: t1's runtime runs ``script`` and reads the reward file."""
-    script: str | None = None
-    """The test script run in script mode, relative to ``tests`` (``test.sh``)."""
-    reward_keys: tuple[str, ...] | None = None
-    """Script mode: the reward.json keys declared on the host; None when the package does not say (taken from the run)."""
-    keystrokes: tuple[Keystroke, ...] | None = None
-    solution_dir: Path | None = None
-    """Harbor: solution/, uploaded to /solution before the oracle runs solve.sh."""
-    solution_env: dict[str, str] = field(default_factory=dict)
-    verifier_env: dict[str, str] = field(default_factory=dict)
-    eval_only: str | None = None
-    """Why the task is evaluation-only (a benchmark task), or None."""
-    local_problem: str | None = None
-    """Why the local (bubblewrap) backend cannot run it (it needs its Dockerfile), or None."""
-    steps: tuple = ()
-    """Harbor multi-step tasks: one Task per step, in order (the parent task is step 0's)."""
-    step_name: str | None = None
-    min_reward: float | dict | None = None
-    reward_strategy: Literal["mean", "final"] = "mean"
-    workdir_dir: Path | None = None
-    """Harbor step: steps/<name>/workdir, copied into the workdir before the step (its setup.sh then runs)."""
-    notes: tuple[str, ...] = ()
-    """What t1 does differently from the upstream harness for this task (shown by ``t1env show``)."""
-    test_deps: tuple[str, ...] = ()
-    """Python requirements the tests need (from the test script or ``[metadata.t1] test_deps``): installed
-    into the verifier's image at build time (Docker backend), never at verification."""
-    test_deps_source: Path | None = None
-    """The file :attr:`test_deps` were read from (for messages)."""
-
-    @property
-    def setup(self) -> Path | None:
-        if self.workdir_dir is None:
-            return None
-        p = self.workdir_dir / "setup.sh"
-        return p if p.is_file() else None
-
-    def workdir_files(self) -> list[Path]:
-        if self.workdir_dir is None or not self.workdir_dir.is_dir():
-            return []
-        return sorted(p for p in self.workdir_dir.iterdir() if p.name != "setup.sh")
 
 
 # -- shared by both loaders -------------------------------------------------------------------------
@@ -159,8 +93,6 @@ def title_of(instruction: str) -> str:
 
 
 def pytest_checks(tests: Path) -> list[str]:
-    from t1env.task import declared_checks
-
     return declared_checks(tests) if tests.is_dir() else []
 
 
@@ -274,13 +206,3 @@ def local_deps_problem(task_dir: Path, deps: tuple[str, ...], source: Path | Non
     src = f" (from {source.name})" if source is not None else ""
     return (f"{task_dir}: its tests need {', '.join(deps)}{src}, which t1 installs into the verifier's image at build "
             "time on the docker backend only: use backend='docker'")
-
-
-def verifier_options(origin: Origin):
-    """The :class:`~t1env.sandbox.base.VerifierOptions` an imported task's verifier runs with."""
-    from t1env.sandbox.base import VerifierOptions
-
-    if origin.verifier == "script":
-        return VerifierOptions(args=("--script", f"{TESTS_ALIAS}/{origin.script}", "--logs", LOGS_DIR),
-                               env=dict(origin.verifier_env), tests_alias=TESTS_ALIAS, private_dir=LOGS_DIR)
-    return VerifierOptions(env=dict(origin.verifier_env), tests_alias=TESTS_ALIAS)

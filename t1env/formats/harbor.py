@@ -43,7 +43,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from t1env.formats import (
     TESTS_ALIAS,
-    Origin,
     declared_test_deps,
     difficulty,
     eval_only_reason,
@@ -54,7 +53,7 @@ from t1env.formats import (
     title_of,
 )
 from t1env.images import dockerfile_workdir, local_problem
-from t1env.task import INSTRUCTION_FILE, Task, TaskError, TaskSpec, validate_model
+from t1env.task_model import INSTRUCTION_FILE, Origin, Task, TaskError, TaskSpec, validate_model
 
 
 class _Open(BaseModel):

@@ -10,7 +10,7 @@
   reads other files from ``/solution`` then needs the docker backend.
 
 Example:
-    >>> from t1env.formats import Keystroke
+    >>> from t1env.task import Keystroke
     >>> keystroke_actions((Keystroke("python3", 0.5, False, True), Keystroke("make", 0.1, True, True)), 60)
     [{'keys': ['python3', 'Enter'], 'wait': 0.5}, {'command': 'make', 'timeout': 60}]
 """
@@ -22,7 +22,7 @@ import io
 import shlex
 import tarfile
 
-from t1env.task import Task
+from t1env.task_model import Task
 
 
 def keystroke_actions(keys, timeout: float) -> list[dict]:

@@ -35,12 +35,11 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from t1env.formats import (
     TESTS_ALIAS,
-    Keystroke,
-    Origin,
     difficulty,
     eval_only_reason,
     local_deps_problem,
@@ -50,7 +49,7 @@ from t1env.formats import (
     title_of,
 )
 from t1env.images import dockerfile_workdir, local_problem
-from t1env.task import Task, TaskError, TaskSpec, validate_model
+from t1env.task_model import Keystroke, Origin, Task, TaskError, TaskSpec, validate_model
 
 TB_FILE = "task.yaml"
 
