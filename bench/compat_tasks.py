@@ -86,13 +86,14 @@ def main() -> int:
     from t1env.agents import NopAgent, OracleAgent, run_episode
     from t1env.env import TerminalEnv
     from t1env.sandbox import docker as D
+    from t1env.sandbox.docker_images import build_bases
     from t1env.task import load_task
 
     if args.image_map:
         os.environ[images.MAP_ENV] = str(Path(args.image_map).resolve())
     else:
         path = Path(tempfile.mkdtemp()) / "map.toml"
-        images.write_map(path, images.build_bases())
+        images.write_map(path, build_bases())
         os.environ[images.MAP_ENV] = str(path)
     D.configure_pool(0)
     rows = []

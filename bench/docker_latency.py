@@ -25,6 +25,7 @@ import gymnasium as gym  # noqa: E402
 import t1env  # noqa: E402,F401
 from t1env.registry import get_task  # noqa: E402
 from t1env.sandbox import docker as D  # noqa: E402
+from t1env.sandbox import docker_pool  # noqa: E402
 from t1env.sandbox.base import SandboxConfig  # noqa: E402
 from t1env.shell import ShellSession  # noqa: E402
 
@@ -69,7 +70,7 @@ def cold_build_reset(task: str, n: int) -> list[float]:
             sh.run("true")
         out.append(time.perf_counter() - t0)
         box.stop()
-        D._reaper.drain()
+        docker_pool._reaper.drain()
         D.client().images.remove(tag, force=True)
         for p in ctx.iterdir():
             p.unlink()

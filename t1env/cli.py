@@ -355,8 +355,9 @@ def _cmd_export(args) -> int:
 
 def _cmd_images(args) -> int:
     from t1env import images
+    from t1env.sandbox.docker_images import build_bases
 
-    entries = images.build_bases(log=None if args.quiet else (lambda line: err_console.print(escape(line), highlight=False)))
+    entries = build_bases(log=None if args.quiet else (lambda line: err_console.print(escape(line), highlight=False)))
     for public, local in entries.items():
         console.print(f"{public} -> {local}")
     if args.map:

@@ -353,24 +353,3 @@ def base_dockerfile(base: str = BASE_FROM) -> str:
         " && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED\n"
         "WORKDIR /app\n"
     )
-
-
-def build_bases(names: dict[str, str] | None = None, base: str = BASE_FROM, log=None) -> dict[str, str]:
-    """Build each local stand-in once and tag it; returns the map entries {public: local}."""
-    import docker.errors
-
-    from t1env.sandbox import docker as D
-
-    names = dict(names or TB_BASES)
-    c = D.client()
-    built: dict[str, str] = {}
-    for public, local in names.items():
-        if local not in built.values():
-            tag = D.build_image(None, "Dockerfile", "t1env/tb-base", base_dockerfile(base), f"stand-in for {public}", log)
-            repo, _, ver = local.rpartition(":")
-            try:
-                c.images.get(tag).tag(repo, ver)
-            except docker.errors.APIError as e:
-                raise RuntimeError(f"could not tag {tag} as {local}: {e}") from None
-        built[public] = local
-    return built

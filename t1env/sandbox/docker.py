@@ -79,9 +79,10 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from t1env.sandbox import docker_verifier
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
-from t1env.sandbox.docker_engine import (  # noqa: F401  (the backend's public names, and the ones its tests use)
-    _OWNER,
+from t1env.sandbox.cgroups import oom_kill_count
+from t1env.sandbox.docker_engine import (
     DEFAULT_BASE,
     DEFAULT_PACKAGES,
     IMAGE_REPO,
@@ -99,34 +100,38 @@ from t1env.sandbox.docker_engine import (  # noqa: F401  (the backend's public n
     engine_ready,
     engine_url,
 )
-from t1env.sandbox.docker_helper import HELPER, _HelperGone  # noqa: F401
-from t1env.sandbox.docker_images import (  # noqa: F401
+from t1env.sandbox.docker_helper import HELPER, _HelperGone
+from t1env.sandbox.docker_images import (
     _context_tar,
-    _dir_files,
     _resolution_key,
     _resolved,
+    build_bases,
     build_image,
     default_dockerfile,
     default_image,
     image_for,
 )
-from t1env.sandbox.docker_pool import (  # noqa: F401
+from t1env.sandbox.docker_pool import (
     CAP_DROP,
     _Box,
-    _create_kwargs,
     _launch,
-    _live,
     _pool,
-    _pools,
     _reaper,
-    _remove_container,
-    _work_mounts,
     close_pools,
     configure_pool,
     gc,
     prewarm,
 )
 from t1env.task import Task
+
+# The backend's face: the sandbox, and the public names of the modules it is made of (engine, images, pool).
+# Private names stay in the module that defines them (tests import them from there).
+__all__ = [
+    "CAP_DROP", "DEFAULT_BASE", "DEFAULT_PACKAGES", "HELPER", "IMAGE_REPO", "LABEL", "LABEL_HASH", "LABEL_IMAGE",
+    "LABEL_OWNER", "LABEL_TASK", "DockerBuildError", "DockerSandbox", "build_bases", "build_image", "check_image",
+    "client", "close_pools", "configure_pool", "default_dockerfile", "default_image", "engine_available",
+    "engine_is_remote", "engine_ready", "engine_url", "gc", "image_for", "prewarm",
+]
 
 # ---------------------------------------------------------------------------------------------
 # the sandbox
@@ -322,14 +327,10 @@ class DockerSandbox(Sandbox):
 
     def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None) -> VerifierRun:
         """In a verifier container of its own on the pristine image: see :mod:`t1env.sandbox.docker_verifier`."""
-        from t1env.sandbox.docker_verifier import run_verifier
-
-        return run_verifier(self, runtime, tests, timeout, mode, options)
+        return docker_verifier.run_verifier(self, runtime, tests, timeout, mode, options)
 
     def oom_kills(self) -> int | None:
         """The container's memory cgroup counter, read inside it (cgroup v1, then v2 layout)."""
-        from t1env.sandbox.cgroups import oom_kill_count
-
         texts = []
         for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
             try:

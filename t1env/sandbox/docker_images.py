@@ -8,6 +8,9 @@ installed through the host's package indexes (:func:`t1env.images.verifier_docke
 content hash like every build. Only the verifier container runs on it (:func:`verifier_image`): the
 agent's container keeps the task's own image, as upstream, where the packages arrive only after the
 agent is done; and no package is installed at verification, where there is no network.
+
+:func:`build_bases` builds the local stand-ins of the common Terminal-Bench and Harbor base images
+(``t1env images build-bases``; what they are: :mod:`t1env.images`, which holds the pure-text side).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
+from t1env import images
 from t1env.sandbox.base import SandboxError
 from t1env.sandbox.docker_engine import (
     DEFAULT_BASE,
@@ -214,9 +218,7 @@ def _resolution_key(task: Task | None, host: str | None = None) -> tuple:
         return (url, None)
     env = task.env_dir
     stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(env.rglob("*")) if p.is_file()) if env.is_dir() else ()
-    from t1env.images import MAP_ENV
-
-    image_map = os.environ.get(MAP_ENV, "")
+    image_map = os.environ.get(images.MAP_ENV, "")
     map_stamp = Path(image_map).stat().st_mtime_ns if image_map and Path(image_map).is_file() else None
     return (url, str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp, image_map, map_stamp)
 
@@ -231,8 +233,6 @@ def _image_for(task: Task | None, log: Callable[[str], None] | None = None, host
 
 
 def _task_image(task: Task, log: Callable[[str], None] | None = None, host: str | None = None) -> str:
-    from t1env import images
-
     e = task.spec.environment
     df = task.dockerfile
     mapping = images.load_map()
@@ -293,8 +293,6 @@ def verifier_image(task: Task | None, image: str, log: Callable[[str], None] | N
     key = (engine_url(host), image, reqs)
     tag = _verifier_images.get(key)
     if tag is None:
-        from t1env import images
-
         source = task.origin.test_deps_source or task.path
         what = f"the verifier image of {task.path} (installs {', '.join(reqs)}, from {source})"
         text = images.verifier_dockerfile(image, reqs)
@@ -308,3 +306,21 @@ def default_image(log: Callable[[str], None] | None = None, host: str | None = N
     """t1's default image (Debian bookworm + :data:`DEFAULT_PACKAGES`), built once and cached."""
     return build_image(None, "Dockerfile", f"{IMAGE_REPO}/default", default_dockerfile(), "t1's default image", log, host=host)
 
+
+def build_bases(names: dict[str, str] | None = None, base: str = images.BASE_FROM, log=None) -> dict[str, str]:
+    """Build each local stand-in once and tag it; returns the map entries {public: local}."""
+    import docker.errors  # the docker SDK: an optional extra, imported when a build needs it
+
+    names = dict(names or images.TB_BASES)
+    c = client()
+    built: dict[str, str] = {}
+    for public, local in names.items():
+        if local not in built.values():
+            tag = build_image(None, "Dockerfile", "t1env/tb-base", images.base_dockerfile(base), f"stand-in for {public}", log)
+            repo, _, ver = local.rpartition(":")
+            try:
+                c.images.get(tag).tag(repo, ver)
+            except docker.errors.APIError as e:
+                raise RuntimeError(f"could not tag {tag} as {local}: {e}") from None
+        built[public] = local
+    return built

@@ -103,7 +103,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Mapping
 
-from t1env.sandbox import egress, seccomp
+from t1env.sandbox import egress, local_verifier, seccomp
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
 from t1env.sandbox.bounded import Finished, OutputCapture, pump, readable_within
 from t1env.sandbox.cgroups import SandboxCgroups, remove_cgroups
@@ -492,9 +492,7 @@ class LocalSandbox(Sandbox):
 
     def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None) -> VerifierRun:
         """Out of the agent's reach: see :mod:`t1env.sandbox.local_verifier`."""
-        from t1env.sandbox.local_verifier import run_verifier
-
-        return run_verifier(self, runtime, tests, timeout, mode, options)
+        return local_verifier.run_verifier(self, runtime, tests, timeout, mode, options)
 
     def end_processes(self) -> None:
         """Kill the network helper and the sandbox's pid 1 (the kernel then kills everything in its pid

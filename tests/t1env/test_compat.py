@@ -28,10 +28,10 @@ import pytest
 from t1env import images
 from t1env.agents import NopAgent, OracleAgent, run_episode
 from t1env.env import TerminalEnv
-from t1env.formats import Keystroke
 from t1env.formats.oracle import keystroke_actions
 from t1env.registry import get_task, list_tasks, split_of, training_tasks
-from t1env.task import TaskError, load_task
+from t1env.sandbox.docker_images import build_bases
+from t1env.task import Keystroke, TaskError, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "tests" / "fixtures" / "compat"
@@ -309,7 +309,7 @@ docker_only = [pytest.mark.docker, pytest.mark.slow, pytest.mark.skipif(not _UP,
 @pytest.fixture(scope="module")
 def image_map(tmp_path_factory):
     path = tmp_path_factory.mktemp("images") / "map.toml"
-    images.write_map(path, images.build_bases())  # `t1env images build-bases --map FILE`
+    images.write_map(path, build_bases())  # `t1env images build-bases --map FILE`
     return path
 
 
@@ -387,7 +387,7 @@ def test_the_missing_base_error_advice_works_as_written(tmp_path, monkeypatch, i
             env.close()
         assert info["resolved"] and info["verifier_error"] is None, info["checks"]
     finally:
-        images.build_bases()  # a cache hit: tags the stand-ins again whatever happened above
+        build_bases()  # a cache hit: tags the stand-ins again whatever happened above
 
 
 @pytest.mark.docker

@@ -726,10 +726,11 @@ def stand_in_images(monkeypatch, tmp_path_factory, backend):
     """Docker runs of the Harbor fixture: its ``FROM python:3.13-slim-bookworm`` is t1's local stand-in."""
     if backend == "docker":
         from t1env import images
+        from t1env.sandbox.docker_images import build_bases
 
         if not _stand_in_map:
             path = tmp_path_factory.mktemp("images") / "map.toml"
-            images.write_map(path, images.build_bases({"python:3.13-slim-bookworm": "t1env/tb-python-3-13:local"}))
+            images.write_map(path, build_bases({"python:3.13-slim-bookworm": "t1env/tb-python-3-13:local"}))
             _stand_in_map.append(str(path))
         monkeypatch.setenv(images.MAP_ENV, _stand_in_map[0])
 

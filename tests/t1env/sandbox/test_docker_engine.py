@@ -27,7 +27,7 @@ def test_unreachable_engine_is_one_line():
 
 
 def test_context_hash_is_deterministic_and_content_sensitive(tmp_path):
-    from t1env.sandbox.docker import _context_tar, _dir_files
+    from t1env.sandbox.docker_images import _context_tar, _dir_files
 
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     (tmp_path / "a.txt").write_text("a")

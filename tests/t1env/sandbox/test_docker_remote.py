@@ -32,9 +32,9 @@ import gymnasium as gym  # noqa: E402
 import t1env  # noqa: E402,F401  (registers T1Terminal-v0)
 from t1env.agents import oracle_command  # noqa: E402
 from t1env.sandbox import docker as D  # noqa: E402
-from t1env.sandbox import docker_verifier  # noqa: E402
+from t1env.sandbox import docker_pool, docker_verifier  # noqa: E402
 from t1env.sandbox.base import VERIFIER_DIR, SandboxConfig, VerifierOptions  # noqa: E402
-from t1env.sandbox.docker_engine import REMOTE_ENV  # noqa: E402
+from t1env.sandbox.docker_engine import _OWNER, REMOTE_ENV  # noqa: E402
 
 FIRST = D.engine_url()  # the machine's engine ($DOCKER_HOST or the local socket)
 _UP, _WHY = D.engine_ready(D.DEFAULT_BASE, FIRST)
@@ -172,7 +172,7 @@ def engine2():
 
 def _ours(url: str) -> list[dict]:
     return [c for c in D.client(url).api.containers(all=True, filters={"label": f"{D.LABEL}=1"})
-            if c["Labels"].get(D.LABEL_OWNER) == D._OWNER]
+            if c["Labels"].get(D.LABEL_OWNER) == _OWNER]
 
 
 def _t1_volumes(url: str) -> list[str]:
@@ -213,11 +213,11 @@ def _episode(env, engine2) -> tuple[dict, str]:
 
 def _assert_nothing_left(engine2, cids) -> None:
     D.close_pools()
-    D._reaper.drain()
+    docker_pool._reaper.drain()
     assert _ours(engine2.url) == []
     assert _t1_volumes(engine2.url) == []
     assert not set(cids) & {c["Id"] for c in _ours(FIRST)}
-    assert not [cid for cid in D._live if cid in cids]
+    assert not [cid for cid in docker_pool._live if cid in cids]
 
 
 def test_episode_on_the_engine_named_by_DOCKER_HOST(engine2, deliveries, monkeypatch):
