@@ -242,13 +242,13 @@ def settle(soak: Soak, before: leaks.Snapshot, seconds: float, snap) -> leaks.Sn
     while True:
         gc.collect()
         after = snap()
-        if all(v <= 0 for v in after.leaks(before).values()) or time.monotonic() > deadline:
+        if not any(after.leaks(before).values()) or time.monotonic() > deadline:
             return after
         time.sleep(0.5)
 
 
 def steady(snap, seconds: float) -> leaks.Snapshot:
-    """A snapshot once two in a row, a second apart, count the same (or after ``seconds``)."""
+    """A snapshot once two in a row, a second apart, hold the same things (or after ``seconds``)."""
     deadline = time.monotonic() + seconds
     gc.collect()
     prev = snap()
@@ -256,7 +256,7 @@ def steady(snap, seconds: float) -> leaks.Snapshot:
         time.sleep(1.0)
         gc.collect()
         cur = snap()
-        if not any(cur.leaks(prev).values()):
+        if not any(cur.leaks(prev).values()) and not any(prev.leaks(cur).values()):  # nothing new, nothing gone
             return cur
         prev = cur
     return prev

@@ -20,7 +20,16 @@ What is counted, and how it is attributed to this process:
 * **containers**: Docker containers whose owner label is this process's (``t1env.owner``);
 * **volumes**: of the volume names the caller saw mounted in its containers
   (:func:`container_volumes`), how many still exist (anonymous volumes carry no label);
-* **fds** (less the idle connections the Docker SDK pools: bounded, see :func:`docker_pooled_fds`), **threads** (native, from ``/proc/self/status``) and the resident set size of this process.
+* **fds** (less the idle connections the Docker SDK pools: bounded, see :func:`docker_pooled_fds`),
+  **threads** (native, from ``/proc/self/task``) and the resident set size of this process.
+
+What leaked is what a snapshot holds that the one before did not (:meth:`Snapshot.leaks`), by
+identity, not by count: each snapshot keeps the fds (number and target), thread ids, processes
+(pid and start time), folders, cgroups, containers and volumes it saw. Something released in
+between (an fd another thread closed, a child someone reaped) is not a leak and
+cannot cancel one; a count difference would be ``-1`` there and hide a real leak elsewhere. What
+other threads open in between does count, so measure in a process that runs nothing else (the
+soak does, in a process of its own).
 
 Machine-wide numbers (all processes, all zombies) are recorded too, for context only: other
 programs on the machine change them.
@@ -31,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -73,20 +82,25 @@ class Snapshot:
     """Every process on the machine (context: other programs change it)."""
     machine_zombies: int
     """Every zombie on the machine (context: on hosts whose pid 1 does not reap, orphans' zombies stay)."""
+    held: dict[str, frozenset] = field(default_factory=dict, compare=False, repr=False)
+    """``{kind: identities}`` behind each leak count (fd and target, thread id, pid and start time, name...)."""
 
     LEAK_KINDS = ("processes", "zombies", "cgroup_processes", "cgroups", "temp_dirs", "containers", "volumes", "fds", "threads")
 
     def leaks(self, before: Snapshot) -> dict[str, int]:
-        """``{kind: after - before}`` for every leak kind measurable in both (0 everywhere: nothing leaked)."""
+        """``{kind: n}`` for every leak kind measurable in both: how many things of that kind this snapshot holds
+        that ``before`` did not (0 everywhere: nothing leaked). Never negative: what was released in between
+        does not count (see the module docstring)."""
         out = {}
         for k in self.LEAK_KINDS:
-            a, b = getattr(self, k), getattr(before, k)
+            a, b = self.held.get(k), before.held.get(k)
             if a is not None and b is not None:
-                out[k] = a - b
+                out[k] = len(a - b)
         return out
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The counts (not the identities behind them)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "held"}
 
 
 def snapshot(
@@ -104,41 +118,53 @@ def snapshot(
         volumes: volume names to look for (from :func:`container_volumes`).
     """
     me = os.getpid()
-    table = process_table()
+    table = _process_table()
     tree = descendants(me, table)
-    machine_zombies = sum(1 for _, state, _ in table.values() if state == "Z")
+    held: dict[str, frozenset] = {
+        "processes": frozenset((p, table[p][3]) for p in tree),
+        "zombies": frozenset((p, table[p][3]) for p in tree if table[p][1] == "Z"),
+        "temp_dirs": frozenset(temp_dir_names(temp_root, private_temp)),
+        "threads": frozenset(thread_ids()),
+    }
     dirs = own_cgroup_dirs()
-    isolated = bool(dirs) and all(_is_isolated(d) for d in dirs)
-    cg_procs = None
-    if isolated:
-        cg_procs = len(cgroup_pids(dirs) - {me})
-    containers = vols = pooled = None
+    if dirs:
+        held["cgroups"] = frozenset(str(d) for d in own_t1_cgroups(dirs))
+    if dirs and all(_is_isolated(d) for d in dirs):
+        held["cgroup_processes"] = frozenset(cgroup_pids(dirs) - {me})
+    pooled: set[int] = set()
     if docker:
-        containers, vols = _docker_counts(set(volumes))
-        pooled = docker_pooled_fds()
+        held["containers"], held["volumes"] = _docker_held(set(volumes))
+        pooled = docker_pooled_fd_numbers()
+    held["fds"] = frozenset((fd, target) for fd, target in open_fds().items() if fd not in pooled)
+
+    def count(kind: str) -> int | None:
+        return len(held[kind]) if kind in held else None
+
     return Snapshot(
-        processes=len(tree),
-        zombies=sum(1 for p in tree if table[p][1] == "Z"),
-        cgroup_processes=cg_procs,
-        cgroups=count_cgroups(dirs) if dirs else None,
-        temp_dirs=count_temp_dirs(temp_root, private_temp),
-        containers=containers,
-        volumes=vols,
-        fds=count_fds() - (pooled or 0),
-        docker_pooled_fds=pooled,
-        threads=count_threads(),
+        processes=count("processes"),
+        zombies=count("zombies"),
+        cgroup_processes=count("cgroup_processes"),
+        cgroups=count("cgroups"),
+        temp_dirs=count("temp_dirs"),
+        containers=count("containers"),
+        volumes=count("volumes"),
+        fds=count("fds"),
+        docker_pooled_fds=len(pooled) if docker else None,
+        threads=count("threads"),
         rss_mb=rss_mb(),
         machine_processes=len(table),
-        machine_zombies=machine_zombies,
+        machine_zombies=sum(1 for _, state, _, _ in table.values() if state == "Z"),
+        held=held,
     )
 
 
 # -- processes --------------------------------------------------------------------------------
 
 
-def process_table() -> dict[int, tuple[int, str, str]]:
-    """``{pid: (ppid, state, comm)}`` of every process on the machine."""
-    out: dict[int, tuple[int, str, str]] = {}
+def _process_table() -> dict[int, tuple[int, str, str, int]]:
+    """``{pid: (ppid, state, comm, start time)}`` of every process on the machine (the start time, in clock ticks
+    since boot, tells a process from a later one that got its pid)."""
+    out: dict[int, tuple[int, str, str, int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -149,15 +175,20 @@ def process_table() -> dict[int, tuple[int, str, str]]:
             continue
         comm = text[text.find("(") + 1 : text.rfind(")")]
         rest = text[text.rfind(")") + 2 :].split()
-        out[int(name)] = (int(rest[1]), rest[0], comm)
+        out[int(name)] = (int(rest[1]), rest[0], comm, int(rest[19]))
     return out
 
 
-def descendants(pid: int, table: dict[int, tuple[int, str, str]] | None = None) -> set[int]:
+def process_table() -> dict[int, tuple[int, str, str]]:
+    """``{pid: (ppid, state, comm)}`` of every process on the machine."""
+    return {pid: row[:3] for pid, row in _process_table().items()}
+
+
+def descendants(pid: int, table: dict[int, tuple] | None = None) -> set[int]:
     """Every process below ``pid`` (children, their children, ...)."""
     table = process_table() if table is None else table
     children: dict[int, list[int]] = {}
-    for p, (ppid, _, _) in table.items():
+    for p, (ppid, *_) in table.items():
         children.setdefault(ppid, []).append(p)
     out: set[int] = set()
     todo = list(children.get(pid, ()))
@@ -169,8 +200,24 @@ def descendants(pid: int, table: dict[int, tuple[int, str, str]] | None = None) 
     return out
 
 
+def open_fds() -> dict[int, str]:
+    """``{fd: target}`` of this process's open file descriptors (``pipe:[123]``, ``/dev/null``...)."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the one listdir read the folder with, closed by now (or another thread's, just closed)
+            pass
+    return out
+
+
 def count_fds() -> int:
-    return len(os.listdir("/proc/self/fd")) - 1  # minus the one listdir had open
+    return len(open_fds())
+
+
+def thread_ids() -> list[int]:
+    """Native ids of this process's threads."""
+    return [int(t) for t in os.listdir("/proc/self/task")]
 
 
 def _status(field: str) -> str:
@@ -221,21 +268,25 @@ def reset_peak_rss() -> bool:
 # -- temp dirs --------------------------------------------------------------------------------
 
 
-def count_temp_dirs(root: str | Path | None = None, private: bool = False) -> int:
+def temp_dir_names(root: str | Path | None = None, private: bool = False) -> list[str]:
     """Episode folders of this process in ``root`` (every entry, when ``root`` is the run's own)."""
     from t1env.sandbox.local import EPISODE_PREFIX
 
     root = Path(root or tempfile.gettempdir())
     if private:
-        return len(os.listdir(root))
-    n, me = 0, str(os.getpid())
+        return os.listdir(root)
+    out, me = [], str(os.getpid())
     for d in root.glob(f"{EPISODE_PREFIX}*"):
         try:
             if (d / "owner").read_text() == me:
-                n += 1
+                out.append(d.name)
         except OSError:  # being made or removed, or not readable: not attributable
             pass
-    return n
+    return out
+
+
+def count_temp_dirs(root: str | Path | None = None, private: bool = False) -> int:
+    return len(temp_dir_names(root, private))
 
 
 # -- cgroups ----------------------------------------------------------------------------------
@@ -281,14 +332,18 @@ def _walk(d: Path) -> Iterator[Path]:
         yield from _walk(Path(e.path))
 
 
-def count_cgroups(dirs: Iterable[Path]) -> int:
+def own_t1_cgroups(dirs: Iterable[Path]) -> list[Path]:
     """``t1-*`` cgroups below ``dirs`` (v2's kept host leaf excluded)."""
-    return sum(
-        1
+    return [
+        sub
         for d in dirs
         for sub in _walk(d)
         if sub.name.startswith(CGROUP_PREFIX) and not sub.name.startswith(V2_HOST_LEAF)
-    )
+    ]
+
+
+def count_cgroups(dirs: Iterable[Path]) -> int:
+    return len(own_t1_cgroups(dirs))
 
 
 def cgroup_pids(dirs: Iterable[Path]) -> set[int]:
@@ -347,20 +402,22 @@ def own_cgroups() -> Iterator[bool]:
 # -- Docker -----------------------------------------------------------------------------------
 
 
-def _docker_counts(volumes: set[str]) -> tuple[int, int]:
+def _docker_held(volumes: set[str]) -> tuple[frozenset, frozenset]:
+    """Ids of this process's containers, and which of ``volumes`` still exist."""
     from t1env.sandbox.docker_engine import _OWNER, LABEL_OWNER, client
 
     api = client().api
     containers = api.containers(all=True, filters={"label": f"{LABEL_OWNER}={_OWNER}"})
     existing = {v["Name"] for v in (api.volumes().get("Volumes") or [])}
-    return len(containers), len(volumes & existing)
+    return frozenset(c["Id"] for c in containers), frozenset(volumes & existing)
 
 
-def docker_pooled_fds() -> int:
-    """Sockets the Docker SDK's client holds idle in its connection pools (0 where its internals differ)."""
+def docker_pooled_fd_numbers() -> set[int]:
+    """The fds of the sockets the Docker SDK's client holds idle in its connection pools (none where its
+    internals differ)."""
     from t1env.sandbox.docker_engine import client
 
-    n = 0
+    out: set[int] = set()
     try:
         for adapter in set(client().api.adapters.values()):
             pools = getattr(adapter, "pools", None)
@@ -369,11 +426,17 @@ def docker_pooled_fds() -> int:
             for key in list(pools.keys()):
                 pool = pools.get(key)
                 for conn in list(getattr(getattr(pool, "pool", None), "queue", None) or []):
-                    if conn is not None and getattr(conn, "sock", None) is not None:
-                        n += 1
-    except Exception:
-        return 0
-    return n
+                    sock = getattr(conn, "sock", None) if conn is not None else None
+                    if sock is not None and sock.fileno() >= 0:
+                        out.add(sock.fileno())
+    except Exception:  # the SDK's private pool layout changed: count every socket as the process's own
+        return set()
+    return out
+
+
+def docker_pooled_fds() -> int:
+    """How many sockets the Docker SDK's client holds idle in its connection pools."""
+    return len(docker_pooled_fd_numbers())
 
 
 def container_volumes(container_ids: Iterable[str] | None = None) -> set[str]:

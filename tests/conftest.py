@@ -59,9 +59,10 @@ def pytest_configure(config):
         os.environ["PATH"] = bindir + os.pathsep + path
 
 
-def _sandbox_children() -> int:
-    """Processes of this test process's local sandboxes: its ``bwrap`` and ``nsenter`` (shell) children."""
-    me, n = os.getpid(), 0
+def _sandbox_children() -> set[tuple[int, str]]:
+    """(pid, start time) of this test process's local sandbox processes: its ``bwrap`` and ``nsenter`` (shell)
+    children."""
+    me, out = os.getpid(), set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -69,8 +70,8 @@ def _sandbox_children() -> int:
             continue
         comm, rest = text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
         if int(rest[1]) == me and comm in ("bwrap", "nsenter"):
-            n += 1
-    return n
+            out.add((int(stat.parent.name), rest[19]))
+    return out
 
 
 @pytest.fixture
@@ -86,13 +87,16 @@ def sandbox_tmpdir():
 
 
 @pytest.fixture
-def live_sandboxes(sandbox_tmpdir, monkeypatch):
+def live_sandboxes(sandbox_tmpdir, monkeypatch, tmp_path_factory):
     """``live_sandboxes() -> (processes, episode folders)`` of the local sandboxes this test has running.
 
     Episode folders (``t1-sbx-*``) are made in ``sandbox_tmpdir``, so sandboxes of other test runs on the machine
-    are not counted."""
+    are not counted; sandbox processes that were already running when the test started (an earlier test's, still
+    being stopped in the background) are not counted either, even if they end while the test runs."""
+    tmp_path_factory.getbasetemp()  # pytest's session temp folder goes in the real temp folder, not in this test's
     monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmpdir))
-    return lambda: (_sandbox_children(), len(list(sandbox_tmpdir.glob("t1-sbx-*"))))
+    earlier = _sandbox_children()
+    return lambda: (len(_sandbox_children() - earlier), len(list(sandbox_tmpdir.glob("t1-sbx-*"))))
 
 
 @pytest.fixture

@@ -220,10 +220,11 @@ def test_verifier_killed_by_its_timeout_gives_no_credit(backend, make_task):
 
 
 @pytest.fixture
-def tiny_tmpfs():
+def tiny_tmpfs(tmp_path_factory):
     """A 16 MiB tmpfs for the local sandbox's episode folders (``tempfile.tempdir``)."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
+    tmp_path_factory.getbasetemp()  # pytest's session temp folder goes in the real temp folder, not on the tmpfs
     mnt = Path(tempfile.mkdtemp(prefix="t1-test-tmpfs-"))
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0711", "t1-test", str(mnt)], check=True)
     old = tempfile.tempdir
