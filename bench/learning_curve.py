@@ -4,7 +4,7 @@ The recipe's SFT imitates chain's sloppy demonstrator (the oracle and three flaw
 slips to unlearn; each run also reports how often held-out episodes make them before and after RL.
 
 Every run is ``t1train --config tiny-cpu`` (``t1train/configs/tiny-cpu.yaml``, run through
-:func:`t1train.cli.train_and_evaluate`, the code path of the CLI) with one change:
+:func:`t1train.pipeline.train_and_evaluate`, the code path of the CLI) with one change:
 
 * ``--ablation reward``: the reward the policy is trained on: ``count`` (passing checks, the default), ``fraction``
   (passing / total) or ``binary`` (1 only when every check passes);
@@ -72,8 +72,8 @@ def sft_once(seed: int, work: Path, noise_seeds: tuple[int, ...] = ()) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from t1train.cli import _eval_specs, run_sft_section
     from t1train.models import load_model_and_tokenizer
+    from t1train.pipeline import eval_specs, run_sft_section
     from t1train.trainer import T1Trainer
 
     cfg, targs = _config(seed, work, {}, None, "sft-eval")
@@ -84,7 +84,7 @@ def sft_once(seed: int, work: Path, noise_seeds: tuple[int, ...] = ()) -> dict:
     seconds = time.monotonic() - t0
     model, tokenizer = load_model_and_tokenizer(cfg.sft.output_dir)
     trainer = T1Trainer(model.train(), targs, processing_class=tokenizer)
-    tasks, seeds = _eval_specs(cfg, targs)
+    tasks, seeds = eval_specs(cfg, targs)
     noise = []
     for s in noise_seeds:
         trainer.args.seed = s
@@ -114,8 +114,8 @@ def one_run(seed: int, work: Path, name: str, overrides: dict, steps: int | None
     import torch
 
     torch.set_num_threads(1)
-    from t1train.cli import train_and_evaluate
     from t1train.models import load_model_and_tokenizer
+    from t1train.pipeline import train_and_evaluate
 
     cfg, targs = _config(seed, work, overrides, steps, name)
     model, tokenizer = load_model_and_tokenizer(cfg.sft.output_dir)

@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
+from t1env.argtypes import at_least_one
 from t1env.errors import T1Error
 from t1env.families import FAMILIES, calibration_refs, parse_instance_id, split_of_seed
 from t1env.registry import discover, get_task, list_tasks, split_of
@@ -364,17 +365,6 @@ def _cmd_images(args) -> int:
         images.write_map(Path(args.map), entries)
         console.print(f"wrote {args.map}: use it with --image-map {args.map} or {images.MAP_ENV}={args.map}")
     return 0
-
-
-def at_least_one(text: str) -> int:
-    """argparse type: an integer >= 1 (``validate --runs 0`` would pass a task without a single oracle run)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,9 @@ Subcommands:
 * ``t1train eval --config FILE.yaml [--model PATH]`` — mean passing checks and resolved rate on the eval episodes.
 * ``t1train rollout --config FILE.yaml [--resume | --overwrite]`` — run episodes with an engine, write TITO
   trajectories (JSONL, one line per finished episode), print reward, turns and drift (see ``docs/training.md``).
+
+This module parses arguments and prints; the training run itself (config, SFT, evaluation, RL) is
+:mod:`t1train.pipeline`, which benches and tests call directly.
 """
 
 from __future__ import annotations
@@ -18,33 +21,22 @@ import sys
 import time
 from pathlib import Path
 
-from t1env.cli import at_least_one
-
-
-def build_engine(cfg):
-    """``(engine, tokenizer)`` for an ``EngineConfig``."""
-    if cfg.kind == "hf":
-        from t1train.engines.hf import HFEngine
-        from t1train.models import load_model_and_tokenizer
-
-        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.device, cfg.dtype)
-        return HFEngine(model, tokenizer, max_batch_size=cfg.max_batch_size), tokenizer
-    from t1train.engines.sglang import SGLangEngine
-    from t1train.models import load_tokenizer
-
-    tokenizer = load_tokenizer(cfg.model)
-    shape = {}
-    try:
-        from transformers import AutoConfig
-
-        from t1train.models import tiny_moe_path
-        from t1train.r3 import engine_routing_shape
-
-        shape = engine_routing_shape(AutoConfig.from_pretrained(tiny_moe_path() if cfg.model == "tiny" else cfg.model))
-    except (OSError, ValueError):
-        pass
-    engine = SGLangEngine(cfg.url, max_concurrency=cfg.max_concurrency, timeout=cfg.timeout, **shape)
-    return engine, tokenizer
+from t1env.argtypes import at_least_one
+from t1env.executor import make_executor
+from t1train.config import load_rollout_config
+from t1train.engines.base import EngineError
+from t1train.pipeline import (
+    build_engine,
+    eval_specs,
+    load_config,
+    print_eval,
+    run_sft_section,
+    train_and_evaluate,
+    trainer_config,
+)
+from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory, rollout_metrics
+from t1train.storage import EpisodeLog
+from t1train.trajectory import Trajectory
 
 
 def _episode_of(record: dict):
@@ -54,8 +46,6 @@ def _episode_of(record: dict):
 
 def _finished_episodes(log, specs, config: str) -> dict:
     """``{index: Trajectory}`` already in the output file, checked against this run's episode list."""
-    from t1train.trajectory import Trajectory
-
     done = {}
     for record in log.records():
         i = _episode_of(record)
@@ -81,11 +71,6 @@ def _check_envs(make_env, tasks: list[str], config: str) -> None:
 
 
 def cmd_rollout(args) -> int:
-    from t1train.config import load_rollout_config
-    from t1train.engines.base import EngineError
-    from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory, rollout_metrics
-    from t1train.storage import EpisodeLog
-
     cfg = load_rollout_config(args.config)
     if args.output:
         cfg.output = args.output
@@ -95,7 +80,6 @@ def cmd_rollout(args) -> int:
         cfg.sampling.seed = cfg.seed
     tasks = cfg.env.tasks
     specs = [EpisodeSpec(tasks[i % len(tasks)], cfg.seed + i, sampling_index=i) for i in range(cfg.episodes)]
-    from t1env.executor import make_executor
 
     executor = make_executor(cfg.rollout.executor, cfg.rollout.ray_address)
     make_env = make_env_factory(cfg.env.backend, executor=executor, **cfg.env.kwargs)
@@ -149,120 +133,11 @@ def cmd_rollout(args) -> int:
     return 0 if metrics["tito_drift_tokens"] == 0 else 1
 
 
-# ------------------------------------------------------------------------------------------------ training
-def _setup(args):
-    from t1train.config import load_train_config
-
-    cfg = load_train_config(args.config)
-    if cfg.torch_threads:
-        import torch
-
-        torch.set_num_threads(cfg.torch_threads)
-    return cfg
-
-
-def _train_config(cfg, args):
-    from t1train.config import build_t1_config
-
-    overrides = {}
-    if getattr(args, "output_dir", None):
-        overrides["output_dir"] = args.output_dir
-    if getattr(args, "max_steps", None) is not None:
-        overrides["max_steps"] = args.max_steps
-    overrides.setdefault("output_dir", cfg.train.get("output_dir", "runs/t1train"))
-    try:
-        return build_t1_config(cfg.train, **overrides)
-    except ValueError as err:  # name the file on every line
-        raise ValueError("\n".join(f"{args.config}: {line}" for line in str(err).splitlines())) from None
-
-
-def _eval_specs(cfg, targs):
-    tasks = cfg.eval.tasks or targs.eval_tasks or targs.tasks
-    return tasks, cfg.eval.seeds
-
-
-def run_sft_section(cfg, targs, model, tokenizer):
-    """SFT warm-start as the config's ``sft:`` section says; returns the tuned model."""
-    from trl import SFTConfig
-
-    from t1train.rollout import RolloutConfig, make_env_factory
-    from t1train.sft import oracle_trajectories, run_sft, sft_dataset
-
-    section = cfg.sft
-    make_env = make_env_factory(targs.env_backend, **targs.env_kwargs)
-    rollout = RolloutConfig(max_turns=max(targs.max_turns, 2), system_prompt=targs.system_prompt)
-    t0 = time.monotonic()
-    from t1env.registry import training_tasks
-
-    sft_tasks = training_tasks(section.tasks or targs.tasks)  # eval-only benchmark tasks never train
-    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns,
-                                      demos=section.demos)
-    print(f"sft: {len(trajectories)} episodes ({'oracle and demos' if section.demos else 'oracle'}, "
-          f"{time.monotonic() - t0:.1f}s)")
-    out = section.output_dir or f"{targs.output_dir}/sft"
-    sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
-                         per_device_train_batch_size=section.per_device_train_batch_size, logging_steps=10,
-                         lr_scheduler_type=section.lr_scheduler_type, save_strategy="no", report_to="none", bf16=False,
-                         seed=targs.seed, activation_checkpointing=True,  # TRL's default, by its current name
-                         use_cpu=targs.use_cpu)  # several CPU processes (torchrun): the same process group as RL
-    trainer = run_sft(model, tokenizer, sft_dataset(trajectories * section.repeats), sft_args)
-    trainer.save_model(out)  # written by the main process only, under `accelerate launch`
-    if trainer.accelerator.is_main_process:
-        tokenizer.save_pretrained(out)
-        targs.rollout_config().agent_protocol(targs.max_new_tokens).save(out)  # what t1env eval --agent hf reads
-        print(f"sft: saved to {out}")
-    return trainer.model
-
-
-def _print_eval(label: str, metrics: dict) -> None:
-    from accelerate import PartialState
-
-    if not PartialState().is_main_process:  # under `accelerate launch`: one process prints
-        return
-    print(f"{label:<12} passed {metrics['passed_mean']:.3f}  resolved {metrics['resolved_rate']:.2f}  "
-          f"({metrics['episodes']} episodes)")
-
-
-def train_and_evaluate(cfg, targs, model=None, tokenizer=None, skip_sft: bool = False, quiet: bool = False) -> dict:
-    """One whole training run, as ``t1train train`` does it: SFT warm-start (if the config has an ``sft:`` section),
-    the held-out evaluation, RL, the held-out evaluation again. ``bench/learning_curve.py`` and the CI learning test
-    call this too, so they measure the README's command and not a copy of it.
-
-    Returns ``{"before", "after", "trainer", "rl_seconds"}``: the two evaluations' metrics (``passed_mean``,
-    ``resolved_rate``, ``passing_fraction``, ``episodes``, ...), the trainer (its ``state.log_history`` holds every
-    step's metrics) and the RL wall time.
-    """
-    from t1train.models import load_model_and_tokenizer
-    from t1train.trainer import T1Trainer
-
-    if model is None:
-        model, tokenizer = load_model_and_tokenizer(cfg.model)
-    model.train()
-    if cfg.sft is not None and not skip_sft:
-        model = run_sft_section(cfg, targs, model, tokenizer)
-    trainer = T1Trainer(model, targs, processing_class=tokenizer)
-    if quiet:
-        from transformers import PrinterCallback
-
-        trainer.remove_callback(PrinterCallback)
-    tasks, seeds = _eval_specs(cfg, targs)
-    n = cfg.eval.episodes_per_task
-    before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-before")
-    if not quiet:
-        _print_eval("before RL", before)
-    t0 = time.monotonic()
-    trainer.train(resume_from_checkpoint=targs.resume_from_checkpoint)
-    rl_seconds = time.monotonic() - t0
-    trainer.save_model(targs.output_dir)
-    after = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, phase="eval-after")
-    return {"before": before, "after": after, "trainer": trainer, "rl_seconds": rl_seconds}
-
-
 def cmd_train(args) -> int:
-    cfg = _setup(args)
-    targs = _train_config(cfg, args)
+    cfg = load_config(args.config)
+    targs = trainer_config(cfg, args.config, getattr(args, "output_dir", None), getattr(args, "max_steps", None))
     if args.resume:  # find the checkpoint now, before minutes of SFT; the trainer keeps the episodes logged up to it
-        from transformers.trainer_utils import get_last_checkpoint
+        from transformers.trainer_utils import get_last_checkpoint  # heavy: transformers
 
         out = Path(targs.output_dir)
         path = (get_last_checkpoint(str(out)) if out.is_dir() else None) if args.resume is True else args.resume
@@ -271,8 +146,8 @@ def cmd_train(args) -> int:
         targs.resume_from_checkpoint = path
     run = train_and_evaluate(cfg, targs, skip_sft=args.skip_sft)
     trainer = run["trainer"]
-    _print_eval("before RL", run["before"])
-    _print_eval("after RL", run["after"])
+    print_eval("before RL", run["before"])
+    print_eval("after RL", run["after"])
     if not trainer.accelerator.is_main_process:
         return 0
     if trainer.critic_warmup_history:
@@ -284,28 +159,28 @@ def cmd_train(args) -> int:
 
 
 def cmd_sft(args) -> int:
-    from t1train.models import load_model_and_tokenizer
+    from t1train.models import load_model_and_tokenizer  # heavy: torch, transformers
 
-    cfg = _setup(args)
+    cfg = load_config(args.config)
     if cfg.sft is None:
         raise ValueError(f"{args.config} has no sft: section")
-    targs = _train_config(cfg, args)
+    targs = trainer_config(cfg, args.config, getattr(args, "output_dir", None), getattr(args, "max_steps", None))
     model, tokenizer = load_model_and_tokenizer(cfg.model)
     run_sft_section(cfg, targs, model.train(), tokenizer)
     return 0
 
 
 def cmd_eval(args) -> int:
-    from t1train.models import load_model_and_tokenizer
-    from t1train.trainer import T1Trainer
+    from t1train.models import load_model_and_tokenizer  # heavy: torch, transformers
+    from t1train.trainer import T1Trainer  # heavy: TRL
 
-    cfg = _setup(args)
-    targs = _train_config(cfg, args)
+    cfg = load_config(args.config)
+    targs = trainer_config(cfg, args.config, getattr(args, "output_dir", None), getattr(args, "max_steps", None))
     targs.algorithm, targs.critic_warmup_iterations, targs.eval_every_steps = "grpo", 0, 0
     model, tokenizer = load_model_and_tokenizer(args.model or cfg.model)
     trainer = T1Trainer(model, targs, processing_class=tokenizer)
-    tasks, seeds = _eval_specs(cfg, targs)
-    _print_eval("eval", trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, cfg.eval.episodes_per_task))
+    tasks, seeds = eval_specs(cfg, targs)
+    print_eval("eval", trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, cfg.eval.episodes_per_task))
     return 0
 
 

@@ -1,7 +1,7 @@
 """The seeded learning test (slow; CI runs it): the README's training command, ``t1train --config tiny-cpu``, on
 the ``chain`` family, in the real env (bubblewrap sandboxes, pytest verifiers), tiny MoE on CPU, seed 0.
 
-It runs :func:`t1train.cli.train_and_evaluate` (the CLI's code path) on the shipped config: SFT warm-start on a
+It runs :func:`t1train.pipeline.train_and_evaluate` (the CLI's code path) on the shipped config: SFT warm-start on a
 sloppy demonstrator's episodes of the 43 train instances (the oracle and chain's three flawed demos), held-out
 evaluation (176 episodes of the 11 test instances), PPO with a warm-started critic, held-out evaluation again.
 
@@ -34,9 +34,9 @@ PASSING_3X = 0.10  # > 3 x the noise of a difference of two passing fractions (0
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # about 12 minutes on a quiet 2-core machine
 def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
-    from t1train.cli import _eval_specs, train_and_evaluate
     from t1train.config import build_t1_config, load_train_config
     from t1train.models import load_model_and_tokenizer
+    from t1train.pipeline import eval_specs, train_and_evaluate
     from t1train.trainer import T1Trainer
 
     cfg = load_train_config("tiny-cpu")
@@ -49,7 +49,7 @@ def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
         probe = T1Trainer(model, build_t1_config({**cfg.train, "output_dir": str(tmp_path / "probe"),
                                                   "critic_warmup_iterations": 0, "algorithm": "grpo"}),
                           processing_class=tokenizer)
-        random_init = probe.evaluate_episodes(*_eval_specs(cfg, probe.args), cfg.eval.temperature,
+        random_init = probe.evaluate_episodes(*eval_specs(cfg, probe.args), cfg.eval.temperature,
                                               cfg.eval.episodes_per_task)
         run = train_and_evaluate(cfg, targs, model, tokenizer, quiet=True)
     finally:
