@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from t1env.agent.protocol import COMMAND, KEYS, SUBMIT, Action, format_observation
+from t1env.formats.oracle import oracle_actions
 from t1env.task import Task
 
 
@@ -91,8 +92,6 @@ class OracleAgent:
         return self._plan.pop(0) if self._plan else {"submit": True}
 
     def _actions(self, step: int) -> list:
-        from t1env.formats.oracle import oracle_actions
-
         task = self.task.origin.steps[step] if self.task.origin is not None and self.task.origin.steps else self.task
         return oracle_actions(task, self.timeout) or [{"command": oracle_command(task), "timeout": self.timeout}]
 

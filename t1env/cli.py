@@ -27,12 +27,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from t1env import images
 from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
 from t1env.argtypes import at_least_one
+from t1env.catalog import render
+from t1env.decontam import compare, read_corpus, read_ours
+from t1env.env import TerminalEnv
 from t1env.errors import T1Error
+from t1env.eval.command import add_parsers as add_eval_parsers
+from t1env.exploits import EXPLOITS
+from t1env.export import export
 from t1env.families import FAMILIES, calibration_refs, parse_instance_id, split_of_seed
-from t1env.registry import discover, get_task, list_tasks, split_of
+from t1env.images import MAP_ENV, load_map
+from t1env.registry import PATH_ENV, discover, get_task, list_tasks, split_of
 from t1env.sandbox import BACKENDS, SandboxError
+from t1env.sandbox import local as local_backend
+from t1env.sandbox.docker_images import build_bases
+from t1env.task import TASK_ID_PATTERN
+from t1env.validate import validate_task
 from t1env.verify import REWARD_MODES
 
 # What `t1env show` says about a task's verification (docs/sandbox.md has the details).
@@ -139,8 +151,6 @@ def _checks_table(info: dict) -> Table:
 
 
 def _cmd_run(args) -> int:
-    from t1env.env import TerminalEnv
-
     task = get_task(args.task)
     env = TerminalEnv(task=str(task.path), backend=args.backend, reward_mode=args.reward_mode, max_turns=args.max_turns)
     agent = {"oracle": lambda: OracleAgent(task), "nop": NopAgent, "human": HumanAgent}[args.agent]()
@@ -168,8 +178,6 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_validate(args) -> int:
-    from t1env.validate import validate_task
-
     if args.all:
         refs = [str(p) for _, p in sorted(discover().items())] + calibration_refs()
     else:
@@ -204,8 +212,6 @@ def _cmd_validate(args) -> int:
 
 def _print_exploits(v) -> None:
     """``validate -v``: what each exploit earned against the no-op agent, and the checks it gained."""
-    from t1env.exploits import EXPLOITS
-
     nop = v.nop[0] if v.nop else 0
     for e in v.exploits:
         summary = EXPLOITS[e["name"]].summary if e["name"] in EXPLOITS else ""
@@ -274,8 +280,6 @@ def test_todo_third_outcome():
 
 
 def _cmd_new(args) -> int:
-    from t1env.task import TASK_ID_PATTERN
-
     if not re.fullmatch(TASK_ID_PATTERN, args.id) or len(args.id) > 80:
         err_console.print(f"t1env new: {escape(repr(args.id))} is not a task id: lower-case letters, digits, '.', '_' "
                           "and '-', starting with a letter or digit, at most 80 characters", highlight=False)
@@ -298,12 +302,10 @@ def _cmd_new(args) -> int:
 
 
 def _cmd_gc(args) -> int:
-    from t1env.sandbox import local
-
-    removed = local.gc()
+    removed = local_backend.gc()
     console.print(f"removed {removed} orphaned local sandbox folder(s) and their cgroups")
     try:
-        from t1env.sandbox import docker as docker_backend
+        from t1env.sandbox import docker as docker_backend  # needs the docker extra's packages (requests)
     except ImportError:
         return 0
     try:
@@ -315,15 +317,11 @@ def _cmd_gc(args) -> int:
 
 
 def _cmd_catalog(args) -> int:
-    from t1env.catalog import render
-
     sys.stdout.write(render())
     return 0
 
 
 def _cmd_decontam(args) -> int:
-    from t1env.decontam import compare, read_corpus, read_ours
-
     if args.n < 1 or not 0 < args.threshold <= 1:
         raise ValueError("--n must be >= 1 and --threshold in (0, 1]")
     theirs = read_corpus(args.against)
@@ -346,8 +344,6 @@ def _cmd_decontam(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from t1env.export import export
-
     tasks = [get_task(t) for t in args.tasks]
     for d in export(tasks, args.format, args.out):
         console.print(f"wrote {d}")
@@ -355,9 +351,6 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_images(args) -> int:
-    from t1env import images
-    from t1env.sandbox.docker_images import build_bases
-
     entries = build_bases(log=None if args.quiet else (lambda line: err_console.print(escape(line), highlight=False)))
     for public, local in entries.items():
         console.print(f"{public} -> {local}")
@@ -443,8 +436,6 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--quiet", action="store_true", help="do not stream the build log")
     q.set_defaults(fn=_cmd_images)
 
-    from t1env.eval.command import add_parsers as add_eval_parsers
-
     add_eval_parsers(sub)  # eval, report
     return ap
 
@@ -463,9 +454,6 @@ def console_main() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from t1env.images import MAP_ENV, load_map
-    from t1env.registry import PATH_ENV
-
     if getattr(args, "tasks_dir", None):
         os.environ[PATH_ENV] = os.pathsep.join([*args.tasks_dir, *filter(None, [os.environ.get(PATH_ENV)])])
     if getattr(args, "image_map", None):

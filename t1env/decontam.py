@@ -27,6 +27,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from t1env.families import FAMILIES, materialize
+from t1env.registry import discover
 from t1env.task import INSTRUCTION_FILE, TASK_FILE, TESTS_DIR
 
 PARTS = ("instruction", "tests")
@@ -144,9 +146,6 @@ def read_corpus(root: str | Path) -> list[Doc]:
 
 def read_ours(family_seeds: int = 2, task_dirs=None) -> list[Doc]:
     """Our seed tasks (every discovered one) and seeds ``0..family_seeds-1`` of every family."""
-    from t1env.families import FAMILIES, materialize
-    from t1env.registry import discover
-
     folders = [(tid, p) for tid, p in sorted(discover(task_dirs).items())]
     folders += [(f.instance_id(s), materialize(f.name, s)) for f in FAMILIES.values() for s in range(family_seeds)]
     docs = []

@@ -40,6 +40,7 @@ import gymnasium as gym
 
 from t1env.errors import T1Error
 from t1env.families import get_family, split_seed
+from t1env.formats.steps import combine, gate
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.sandbox.base import PRIVATE_SETUP_DIR
@@ -384,8 +385,6 @@ class TerminalEnv(gym.Env[str, Any]):
 
     def _next_step(self, info: dict) -> str | None:
         """Verify the current step of a multi-step task; the next step's instruction, or None when its gate stops the episode."""
-        from t1env.formats.steps import gate
-
         steps = self._steps()
         cur = steps[self._step]
         res = verify(self.sandbox, cur, self._verifier_timeout)
@@ -408,8 +407,6 @@ class TerminalEnv(gym.Env[str, Any]):
         info["end_reason"] = reason
         info["elapsed"] = time.monotonic() - self._t_start
         if self._steps() and run_verifier and self.sandbox is not None:
-            from t1env.formats.steps import combine
-
             if len(self._step_results) <= self._step:
                 self._step_results.append(verify(self.sandbox, self._steps()[self._step], self._verifier_timeout))
             res = combine(self.task, self._step_results)

@@ -40,6 +40,9 @@ import queue
 import threading
 from typing import Any
 
+from t1env.env import TerminalEnv
+from t1env.sandbox import SandboxError
+
 EXECUTORS = ("inprocess", "ray")
 SANDBOX_RESOURCE = "sandbox"
 
@@ -50,8 +53,6 @@ class InProcessExecutor:
     name = "inprocess"
 
     def make_env(self, **kwargs: Any):
-        from t1env.env import TerminalEnv
-
         return TerminalEnv(**kwargs)
 
     def metrics(self) -> dict:
@@ -73,13 +74,11 @@ class EnvWorker:
         return os.getpid()
 
     def node(self) -> str:
-        import ray
+        import ray  # the optional ray extra: only the Ray executor needs it
 
         return ray.get_runtime_context().get_node_id()
 
     def open(self, kwargs: dict) -> None:
-        from t1env.env import TerminalEnv
-
         self.close_env()
         self.env = TerminalEnv(**kwargs)
 
@@ -112,10 +111,8 @@ class RemoteEnv:
         self._call(lambda w: w.open.remote(self._kwargs), restart=False)
 
     def _call(self, remote, restart: bool = True):
-        import ray
+        import ray  # the optional ray extra: only the Ray executor needs it
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-
-        from t1env.sandbox import SandboxError
 
         while True:
             if self._worker is None:
@@ -160,7 +157,7 @@ class RemoteEnv:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        import ray
+        import ray  # the optional ray extra: only the Ray executor needs it
 
         try:
             ray.get(worker.close_env.remote())
@@ -186,7 +183,7 @@ class RayExecutor:
     def __init__(self, address: str | None = "auto", workers: int | None = None, max_retries: int = 2,
                  resource: str = SANDBOX_RESOURCE):
         try:
-            import ray
+            import ray  # the optional ray extra: only the Ray executor needs it
         except ImportError:
             raise ImportError("the Ray executor needs Ray: pip install 't1[ray]'") from None
         if not ray.is_initialized():
@@ -219,7 +216,7 @@ class RayExecutor:
 
     def _lost(self, worker) -> None:
         """A worker died: count it and start a replacement (Ray places it on a node with a free sandbox slot)."""
-        import ray
+        import ray  # the optional ray extra: only the Ray executor needs it
 
         with self._lock:
             if worker not in self._all:
@@ -245,7 +242,7 @@ class RayExecutor:
 
     def close(self) -> None:
         """Close every worker's env, then end the workers."""
-        import ray
+        import ray  # the optional ray extra: only the Ray executor needs it
 
         with self._lock:
             workers, self._all = list(self._all), set()

@@ -23,7 +23,9 @@ import shutil
 from pathlib import Path
 
 from t1env.errors import T1Error
+from t1env.sandbox.docker_images import default_dockerfile
 from t1env.task import Task, TaskError
+from t1env.verify import runtime_bundle
 
 FORMATS = ("harbor", "terminal-bench")
 RUNTIME_DIR = "_t1"
@@ -90,8 +92,6 @@ def _toml_str(s: str) -> str:
 
 def _dockerfile(task: Task) -> str:
     """The task's image recipe with its workdir files (in ``workdir/`` of the build context) and setup.sh baked in."""
-    from t1env.sandbox.docker import default_dockerfile
-
     if task.origin is not None:
         raise ExportError(f"{task.id}: already an imported ({task.origin.format}) task: export t1 tasks only")
     if task.spec.environment.docker_image:
@@ -120,8 +120,6 @@ def _context(task: Task, dest: Path) -> None:
 
 
 def _tests(task: Task, dest: Path) -> None:
-    from t1env.verify import runtime_bundle
-
     shutil.copytree(task.tests_dir, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     rt = dest / RUNTIME_DIR
     rt.mkdir()

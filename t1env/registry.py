@@ -35,6 +35,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Iterable
 
+from t1env.families import materialize, parse_instance_id
+from t1env.formats import EVAL_ONLY_MARKER
 from t1env.resources import data_dir
 from t1env.task import Task, TaskError, is_task_package, load_task, manifest
 
@@ -96,8 +98,6 @@ def split_of(task_id: str, task_dirs: Iterable[str | Path] | None = None, pkg: P
 
 def eval_only(task: str | Path, task_dirs: Iterable[str | Path] | None = None) -> str | None:
     """Why a task (id or package folder) is evaluation-only (an imported benchmark task), or None."""
-    from t1env.formats import EVAL_ONLY_MARKER
-
     pkg = Path(task) if is_task_package(Path(task)) else discover(task_dirs).get(str(task))
     if pkg is None:
         return None
@@ -130,8 +130,6 @@ def get_task(task_id_or_path: str | Path, task_dirs: Iterable[str | Path] | None
     p = Path(task_id_or_path)
     if is_task_package(p):
         return _load_cached(str(p.resolve()), manifest(p).stat().st_mtime)
-    from t1env.families import materialize, parse_instance_id
-
     instance = parse_instance_id(str(task_id_or_path))
     if instance is not None:
         pkg = materialize(*instance)

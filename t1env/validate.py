@@ -39,7 +39,7 @@ class Validation:
 def environment_problems(task, backend: str = "local") -> list[str]:
     """What the sandbox lacks for this task: python3 (the verifier's runtime) and the listed tools."""
     if backend == "docker":
-        from t1env.sandbox.docker import check_image
+        from t1env.sandbox.docker import check_image  # the docker backend needs the docker extra (requests)
 
         return check_image(task)
     box = make_sandbox(backend, task)

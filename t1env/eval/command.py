@@ -21,6 +21,8 @@ from rich.table import Table
 
 from t1env.eval.agents import EvalOptions, check_agent_spec
 from t1env.eval.harness import EvalConfig, plan_trials, run_job
+from t1env.eval.report import write_report
+from t1env.eval.results import read_json
 from t1env.families import FAMILIES
 from t1env.registry import list_tasks
 from t1env.sandbox import BACKENDS
@@ -164,8 +166,6 @@ def cmd_eval(args) -> int:
                 if not (job_dir / "result.json").is_file():
                     raise  # stopped before the job began: nothing to report
                 interrupted = True
-                from t1env.eval.results import read_json
-
                 m = read_json(job_dir / "result.json")
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -180,8 +180,6 @@ def cmd_eval(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from t1env.eval.report import write_report
-
     paths = write_report([Path(d) for d in args.jobs], out=Path(args.out) if args.out else None)
     for p in paths:
         console.print(f"wrote {escape(str(p))}")

@@ -4,6 +4,7 @@ packages add (:mod:`t1env.sandbox.plugins`: the ``t1env.sandboxes`` entry-point 
 from __future__ import annotations
 
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from t1env.sandbox.local import LocalSandbox
 from t1env.sandbox.plugins import BUILTIN, load_backend, plugin_names
 from t1env.task import Task
 
@@ -19,11 +20,9 @@ def make_sandbox(backend: str, task: Task, *, docker_host: str | None = None, **
     if backend == "local" and task.origin is not None and task.origin.local_problem:
         raise SandboxError(task.origin.local_problem)  # an imported task that needs its image
     if backend == "local":
-        from t1env.sandbox.local import LocalSandbox
-
         return LocalSandbox(config)
     if backend == "docker":
-        from t1env.sandbox.docker import DockerSandbox
+        from t1env.sandbox.docker import DockerSandbox  # needs the docker extra (requests, the docker SDK)
 
         return DockerSandbox(config, task=task, docker_host=docker_host)
     if backend in BACKENDS:
