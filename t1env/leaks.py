@@ -44,6 +44,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from t1env.sandbox.docker_engine import _OWNER, LABEL_OWNER, client
+from t1env.sandbox.local import EPISODE_PREFIX
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The v1 hierarchies t1 makes cgroups in (t1env.sandbox.cgroups: pids, memory; t1env.sandbox.freezer: freezer).
 V1_HIERARCHIES = ("pids", "memory", "freezer")
@@ -270,8 +273,6 @@ def reset_peak_rss() -> bool:
 
 def temp_dir_names(root: str | Path | None = None, private: bool = False) -> list[str]:
     """Episode folders of this process in ``root`` (every entry, when ``root`` is the run's own)."""
-    from t1env.sandbox.local import EPISODE_PREFIX
-
     root = Path(root or tempfile.gettempdir())
     if private:
         return os.listdir(root)
@@ -404,8 +405,6 @@ def own_cgroups() -> Iterator[bool]:
 
 def _docker_held(volumes: set[str]) -> tuple[frozenset, frozenset]:
     """Ids of this process's containers, and which of ``volumes`` still exist."""
-    from t1env.sandbox.docker_engine import _OWNER, LABEL_OWNER, client
-
     api = client().api
     containers = api.containers(all=True, filters={"label": f"{LABEL_OWNER}={_OWNER}"})
     existing = {v["Name"] for v in (api.volumes().get("Volumes") or [])}
@@ -415,8 +414,6 @@ def _docker_held(volumes: set[str]) -> tuple[frozenset, frozenset]:
 def docker_pooled_fd_numbers() -> set[int]:
     """The fds of the sockets the Docker SDK's client holds idle in its connection pools (none where its
     internals differ)."""
-    from t1env.sandbox.docker_engine import client
-
     out: set[int] = set()
     try:
         for adapter in set(client().api.adapters.values()):
@@ -441,8 +438,6 @@ def docker_pooled_fds() -> int:
 
 def container_volumes(container_ids: Iterable[str] | None = None) -> set[str]:
     """Names of the volumes mounted in ``container_ids`` (default: every container of this process)."""
-    from t1env.sandbox.docker_engine import _OWNER, LABEL_OWNER, client
-
     api = client().api
     out: set[str] = set()
     if container_ids is None:
