@@ -29,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 import secrets
 import time
@@ -41,13 +40,14 @@ import gymnasium as gym
 from t1env.errors import T1Error
 from t1env.families import get_family, split_seed
 from t1env.formats.steps import combine, gate
+from t1env.options import check_env_options
 from t1env.registry import get_task, list_tasks
-from t1env.sandbox import BACKENDS, Sandbox, SandboxConfig, SandboxError, make_sandbox
+from t1env.sandbox import Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.sandbox.base import PRIVATE_SETUP_DIR
 from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
-from t1env.spaces import ShellAction, TerminalText, brief, is_seconds
+from t1env.spaces import ShellAction, TerminalText, brief
 from t1env.task import Task, TaskError
-from t1env.verify import REWARD_MODES, VerifyResult, not_run, verify
+from t1env.verify import VerifyResult, not_run, verify
 
 log = logging.getLogger(__name__)
 
@@ -107,27 +107,12 @@ class TerminalEnv(gym.Env[str, Any]):
         render_mode: str | None = None,
         docker_host: str | None = None,
     ):
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {brief(backend)}")
-        if reward_mode not in REWARD_MODES:
-            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {brief(reward_mode)}")
+        check_env_options(backend=backend, reward_mode=reward_mode, max_turns=max_turns,
+                          command_timeout=command_timeout, agent_timeout=agent_timeout,
+                          verifier_timeout=verifier_timeout, max_output_bytes=max_output_bytes,
+                          verify_on_truncate=verify_on_truncate, prestart=prestart, docker_host=docker_host)
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {brief(render_mode)}")
-        if max_turns is not None and (not _is_int(max_turns) or max_turns < 1):
-            raise ValueError(f"max_turns must be an integer >= 1 (or None: the task's), got {brief(max_turns)}")
-        for name, value in (("command_timeout", command_timeout), ("agent_timeout", agent_timeout),
-                            ("verifier_timeout", verifier_timeout)):
-            if value is not None and not is_seconds(value):
-                raise ValueError(f"{name} must be a finite number of seconds > 0 (or None: the task's), "
-                                 f"got {brief(value)}")
-        if not _is_int(max_output_bytes) or max_output_bytes < 1:
-            raise ValueError(f"max_output_bytes must be an integer >= 1, got {brief(max_output_bytes)}")
-        for name, value in (("verify_on_truncate", verify_on_truncate), ("prestart", prestart)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be True or False, got {brief(value)}")
-        if docker_host is not None and (not isinstance(docker_host, str) or backend != "docker"):
-            raise ValueError(f"docker_host takes an engine URL (str) with backend='docker', got {brief(docker_host)} "
-                             f"with backend={brief(backend)}")
         if task is not None and not isinstance(task, (str, os.PathLike)):
             raise ValueError(f"task= takes one task id or package path, got {type(task).__name__}: "
                              "for several tasks use tasks=[...]")
@@ -492,10 +477,6 @@ def _stop(shell: ShellSession | None, box: Sandbox | None) -> None:
         shell.close()
     if box is not None:
         box.stop()
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def _list_of_names(name: str, value: Any, fix: str) -> list[str] | None:

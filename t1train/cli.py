@@ -82,7 +82,7 @@ def cmd_rollout(args) -> int:
     specs = [EpisodeSpec(tasks[i % len(tasks)], cfg.seed + i, sampling_index=i) for i in range(cfg.episodes)]
 
     executor = make_executor(cfg.rollout.executor, cfg.rollout.ray_address)
-    make_env = make_env_factory(cfg.env.backend, executor=executor, **cfg.env.kwargs)
+    make_env = make_env_factory(cfg.env.backend, executor=executor, **cfg.env.kwargs.kwargs())
     _check_envs(make_env, tasks, args.config)
 
     # -- the output file: one line per finished episode, so a killed run keeps what it finished

@@ -30,8 +30,9 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from t1env.options import EnvKwargs, check_env_options
 from t1env.task import quote_key
 from t1train.engines.base import SamplingParams
 from t1train.rollout import RolloutConfig
@@ -80,8 +81,8 @@ class EnvConfig(_Section):
     tasks: list[str] = Field(default_factory=lambda: ["hello-file"],
                              description="Task ids or task package paths; episodes cycle through them.")
     backend: str = Field("local", description="Sandbox backend: local (bubblewrap) or docker.")
-    kwargs: dict[str, Any] = Field(default_factory=dict, description='Extra gym.make("T1Terminal-v0", ...) '
-                                                                     "arguments (reward_mode, max_turns, ...).")
+    kwargs: EnvKwargs = Field(default_factory=EnvKwargs, description='Extra gym.make("T1Terminal-v0", ...) '
+                              "arguments (reward_mode, max_turns, ...): t1env.options.EnvKwargs, typed.")
 
     @field_validator("tasks")
     @classmethod
@@ -98,6 +99,11 @@ class EnvConfig(_Section):
         if backend not in BACKENDS:
             raise ValueError(f"must be one of {list(BACKENDS)}, got {backend!r}")
         return backend
+
+    @model_validator(mode="after")
+    def _kwargs_fit_the_backend(self):
+        check_env_options(backend=self.backend, **self.kwargs.model_dump())  # docker_host needs backend: docker
+        return self
 
 
 class RolloutRunConfig(_Section):

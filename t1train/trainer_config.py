@@ -7,13 +7,14 @@ either module.
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 from trl import GRPOConfig
 
+from t1env.options import EnvOptions
 from t1train import ppo
 from t1train.rollout import DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
 
@@ -118,6 +119,14 @@ class T1Config(GRPOConfig):
             self.activation_checkpointing = True  # TRL's default, under the name transformers 5 does not deprecate
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if not isinstance(self.env_kwargs, dict):
+            raise ValueError(f"env_kwargs must be a mapping of gym.make options, got {type(self.env_kwargs).__name__}")
+        try:  # the env's options, typed once (t1env.options): a typo fails here, not at the first rollout
+            EnvOptions(backend=self.env_backend, **{k: v for k, v in self.env_kwargs.items() if k != "executor"})
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise ValueError(f"env_kwargs{'.' + where if where else ''}: {err['msg']}") from None
         if self.algorithm == "gspo" and self.importance_sampling_level == "token":
             self.importance_sampling_level = "sequence"  # GSPO is the sequence-level ratio
         if self.algorithm == "ppo" and self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):

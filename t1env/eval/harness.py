@@ -30,14 +30,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from t1env.eval.agents import EvalOptions, check_agent_spec, make_agent
 from t1env.eval.recording import TrialRecorder
 from t1env.eval.results import finished_trials, job_metrics, read_json, trial_name, write_atomic, write_json
+from t1env.env import SetupError
 from t1env.executor import InProcessExecutor, make_executor
+from t1env.options import EnvOptions
 from t1env.registry import get_task
-from t1env.sandbox import BACKENDS, SandboxError
+from t1env.sandbox import SandboxError
 from t1env.task import Task
-from t1env.verify import REWARD_MODES
 
 CONFIG_VERSION = 1
 
@@ -76,12 +79,19 @@ class EvalConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ValueError(f"--max-turns must be an integer >= 1, got {self.max_turns!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.reward_mode not in REWARD_MODES:
-            raise ValueError(f"--reward-mode must be one of {', '.join(REWARD_MODES)}, got {self.reward_mode!r}")
+        try:
+            self.env_options()
+        except ValidationError as e:  # one line, naming the flag: --max-turns must be an integer >= 1 ..., got 0
+            err = e.errors()[0]
+            msg = err["msg"].removeprefix("Value error, ")
+            field = str(err["loc"][0]) if err["loc"] else msg.split(" ", 1)[0]
+            flag = "--" + field.replace("_", "-")
+            raise ValueError(msg.replace(field, flag, 1) if msg.startswith(field) else f"{flag}: {msg}") from None
+
+    def env_options(self) -> EnvOptions:
+        """The trials' env options (t1env.options): what every trial's ``gym.make`` gets besides its task."""
+        return EnvOptions(backend=self.backend, reward_mode=self.reward_mode, max_turns=self.max_turns,
+                          task_dirs=self.task_dirs or None, prestart=False)
 
     def to_json(self) -> dict:
         return {"version": CONFIG_VERSION, **asdict(self)}
@@ -120,7 +130,6 @@ def _now() -> str:
 def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.Event | None = None,
               executor=None) -> dict:
     """Play one trial and write its folder; returns its ``result.json`` body. Raises :class:`TrialInterrupted`."""
-    from t1env.env import SetupError
     executor = executor or InProcessExecutor()
 
     task, stop = trial.task, stop or threading.Event()
@@ -137,8 +146,7 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
     env = agent = None
     t0 = time.monotonic()
     try:
-        env = executor.make_env(task=str(task.path), backend=config.backend, reward_mode=config.reward_mode,
-                          max_turns=config.max_turns, task_dirs=config.task_dirs or None, prestart=False)
+        env = executor.make_env(task=str(task.path), **config.env_options().model_dump())
         agent = make_agent(config.agent, task, config.options)
         obs, info = env.reset(seed=trial.attempt)
         rec.start(obs)

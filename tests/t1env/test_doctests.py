@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["t1env.agents", "t1env.families", "t1env.families.chain"])
+@pytest.mark.parametrize("module", ["t1env.agents", "t1env.families", "t1env.families.chain", "t1env.options"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

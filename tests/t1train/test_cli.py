@@ -62,8 +62,10 @@ def test_bad_rollout_arguments_are_refused(tmp_path, capsys, argv, match):
 @needs_bwrap
 @pytest.mark.parametrize("env,match", [
     ("{tasks: [no-such-task]}", r"env: unknown task 'no-such-task'"),
-    ("{kwargs: {command_timeout: 0}}", r"env: command_timeout must be a finite number of seconds > 0"),
-    ("{kwargs: {tasks: hello-file}}", r"env: .*tasks"),
+    ("{kwargs: {command_timeout: 0}}", r"env\.kwargs: command_timeout must be a finite number of seconds > 0"),
+    ("{kwargs: {max_turnz: 3}}", r"env\.kwargs\.max_turnz: unknown .*max_turns"),
+    ("{backend: local, kwargs: {docker_host: 'tcp://x:2375'}}", r"env: .*docker_host takes an engine URL"),
+    ("{kwargs: {tasks: hello-file}}", r"env\.kwargs\.tasks: unknown"),
 ])
 def test_bad_env_settings_fail_before_the_model_loads(tmp_path, capsys, env, match):
     config = write(tmp_path, f"env: {env}\nengine: {{model: /no/such/model}}")
