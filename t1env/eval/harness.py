@@ -32,10 +32,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from t1env.env import SetupError
 from t1env.eval.agents import EvalOptions, check_agent_spec, make_agent
 from t1env.eval.recording import TrialRecorder
 from t1env.eval.results import finished_trials, job_metrics, read_json, trial_name, write_atomic, write_json
-from t1env.env import SetupError
 from t1env.executor import InProcessExecutor, make_executor
 from t1env.options import EnvOptions
 from t1env.registry import get_task
