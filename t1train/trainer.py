@@ -829,9 +829,11 @@ def health_line(step: int, logs: dict, entropy_start: float | None = None) -> st
         'step 3  resolved 0.25  zero-var 1.00  entropy 0.010  [no signal: every group has one reward] [entropy collapsed]'
         >>> health_line(40, {"t1/resolved_rate": 0.69, "entropy": 0.035}, entropy_start=0.08)
         'step 40  resolved 0.69  entropy 0.035'
+        >>> health_line(1, {"t1/resolved_rate": 0.0, "critic/explained_variance": float("nan")})
+        'step 1  resolved 0.00  ev n/a'
     """
-    parts = [f"{label} {fmt.format(logs[key])}" for label, key, fmt in HEALTH_FIELDS
-             if isinstance(logs.get(key), (int, float)) and not math.isnan(logs[key])]
+    parts = [f"{label} {'n/a' if math.isnan(logs[key]) else fmt.format(logs[key])}" for label, key, fmt in HEALTH_FIELDS
+             if isinstance(logs.get(key), (int, float))]  # n/a: undefined this step (ev when every return is equal)
     if not parts:
         return None
     line = f"step {step}  " + "  ".join(parts)
