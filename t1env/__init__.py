@@ -6,6 +6,13 @@ Importing ``t1env`` registers ``T1Terminal-v0``::
     env = gym.make("T1Terminal-v0", task="hello-file")
 
 ``gym.make("t1env:T1Terminal-v0")`` works without the import.
+
+The package is built in layers, each importing only from itself and the layers below (bottom to top):
+foundation (errors, resources, files, spaces) -> task (``task_model``, ``formats``, ``images``, ``task``) ->
+catalogue (``families``, ``registry``) -> ``sandbox`` -> episode (``shell``, ``verify``, ``formats.steps``) ->
+agent (``agent.protocol``, ``agents``) -> env (``options``, ``env``, ``tool_env``, ``executor``) -> tools
+(``eval``, ``validate``, ``decontam``, ``export``, ...) -> this package's face and ``cli``.
+``docs/architecture.md`` has the table; ``tests/test_layers.py`` checks it without importing anything.
 """
 
 from __future__ import annotations
