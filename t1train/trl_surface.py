@@ -57,6 +57,10 @@ class PrivateName:
     applies: str | None = None
     """A version requirement (``transformers<5``): the entry is checked only where the installed package meets it."""
 
+    def __post_init__(self):
+        if self.how not in HOW:
+            raise ValueError(f"{self.owner}.{self.name}: how must be one of {HOW}, got {self.how!r}")
+
     @property
     def label(self) -> str:
         return f"{self.owner}.{self.name}"
