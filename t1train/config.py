@@ -32,8 +32,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from t1env.families import expand_refs
 from t1env.options import EnvKwargs, check_env_options
-from t1env.task import quote_key
+from t1env.sandbox import BACKENDS
+from t1env.task import TaskError, quote_key
 from t1train.engines.base import SamplingParams
 from t1train.rollout import RolloutConfig
 
@@ -48,9 +50,6 @@ class _Section(BaseModel):
 def _expand(tasks: list[str] | None) -> list[str] | None:
     """``FAMILY@train:N`` / ``FAMILY@test:N`` → that split's first N instances (:func:`t1env.families.expand_refs`);
     a bad reference is a validation error on the field."""
-    from t1env.families import expand_refs
-    from t1env.task import TaskError
-
     if tasks is None:
         return None
     try:
@@ -94,8 +93,6 @@ class EnvConfig(_Section):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, backend: str) -> str:
-        from t1env.sandbox import BACKENDS
-
         if backend not in BACKENDS:
             raise ValueError(f"must be one of {list(BACKENDS)}, got {backend!r}")
         return backend
@@ -214,7 +211,7 @@ def load_train_config(path: str | Path) -> TrainRunConfig:
 
 def build_t1_config(train: dict, **overrides):
     """``T1Config`` from the ``train:`` mapping; an unknown field or a bad value is a ``ValueError`` naming it."""
-    from t1train.trainer import T1Config
+    from t1train.trainer_config import T1Config  # heavy: torch and TRL (T1Config extends GRPOConfig)
 
     data = {**train, **overrides}
     converted, bad = _check_train(data)
@@ -271,7 +268,7 @@ def _read_yaml(path: str | Path) -> dict:
 
 @cache
 def _t1config_types() -> dict[str, Any]:
-    from t1train.trainer import T1Config
+    from t1train.trainer_config import T1Config  # heavy: torch and TRL (T1Config extends GRPOConfig)
 
     hints = typing.get_type_hints(T1Config)
     return {f.name: hints[f.name] for f in dataclasses.fields(T1Config) if f.init}

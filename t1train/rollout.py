@@ -49,7 +49,7 @@ from t1env.agent.protocol import (
     format_observation,  # noqa: F401 - re-exported for callers of t1train.rollout.format_observation
 )
 from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Engine, Generation, SamplingParams, episode_seed
-from t1train.tito import Tito, loss_region_drift, retokenize_drift
+from t1train.tito import Tito, loss_region_drift, retokenize_drift, retokenize_drift_per_turn
 from t1train.trajectory import Trajectory, Turn
 
 DEFAULT_SYSTEM_PROMPT = TEXT_SYSTEM_PROMPT  # the text protocol's: one home, t1env/agent/protocol.py
@@ -437,8 +437,6 @@ def rollout_metrics(trajectories: list[Trajectory], tokenizer, chat_template: st
 
 
 def _turns_with_retokenize_drift(traj: Trajectory, tokenizer, chat_template) -> int:
-    from t1train.tito import retokenize_drift_per_turn
-
     return sum(1 for d in retokenize_drift_per_turn(traj, tokenizer, chat_template) if d > 0)
 
 

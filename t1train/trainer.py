@@ -76,8 +76,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import pad
 
+from t1env.executor import make_executor
+from t1env.registry import get_task, training_tasks
 from t1train import ppo
 from t1train.engines.base import SamplingParams, episode_seed
+from t1train.engines.hf import HFEngine
+from t1train.models import load_model_and_tokenizer, unpatch_forward
+from t1train.r3 import RoutingReplay, align_routing, engine_routing_shape
 from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory
 from t1train.storage import EpisodeLog, publish_dir, staging_dir
 from t1train.tito import loss_region_drift
@@ -96,8 +101,6 @@ __all__ = ["ALGORITHMS", "T1Config", "T1Trainer", "checkpoint_step", "episode_da
 def episode_dataset(tasks: list[str], seeds: list[int]):
     """One row per (task, seed): the train set. GRPOTrainer's sampler repeats each row ``num_generations`` times."""
     import datasets
-
-    from t1env.registry import training_tasks
 
     training_tasks(tasks)  # an imported benchmark task (eval-only) in a training set is an error naming it
     rows = [{"prompt": f"{t}@{s}", "task": t, "seed": s} for s in seeds for t in tasks]
@@ -133,14 +136,10 @@ class T1Trainer(GRPOTrainer):
                  make_env: Callable[[str], Any] | None = None, value_model: ValueModel | None = None,
                  reward_funcs: list | None = None, peft_config=None, callbacks=None):
         if isinstance(model, str):
-            from t1train.models import load_model_and_tokenizer
-
             model, tokenizer = load_model_and_tokenizer(model)
             processing_class = processing_class or tokenizer
         if processing_class is None:
             raise ValueError("pass processing_class= (the policy's tokenizer, with a chat template)")
-        from t1train.models import unpatch_forward
-
         unpatch_forward(model)  # a stale TRL forward patch (e.g. on a deepcopy) would run another model's weights
         if args.algorithm == "ppo" and value_model is None:
             value_model = (ValueModel.from_pretrained(args.value_model_path) if args.value_model_path
@@ -148,8 +147,6 @@ class T1Trainer(GRPOTrainer):
         if train_dataset is None:
             train_dataset = episode_dataset(args.tasks, args.train_seeds)
         if make_env is None:  # registry tasks: an unknown one is an error now, not a failed episode each time
-            from t1env.registry import get_task
-
             for task in {*args.tasks, *args.eval_tasks}:
                 get_task(task, args.env_kwargs.get("task_dirs"))
         groups = args.generation_batch_size // args.num_generations
@@ -179,14 +176,10 @@ class T1Trainer(GRPOTrainer):
         self.engine = engine if engine is not None else self._default_engine()
         env_kwargs = dict(args.env_kwargs)
         if make_env is None and args.rollout_executor != "inprocess":
-            from t1env.executor import make_executor
-
             env_kwargs["executor"] = make_executor(args.rollout_executor, args.ray_address)
         self.make_env = make_env or make_env_factory(args.env_backend, **env_kwargs)
         self.routing_replay = None
         if args.r3:
-            from t1train.r3 import RoutingReplay
-
             self.routing_replay = RoutingReplay(self.model)  # a clear error if the policy has no MoE router
         self.rollout_config = args.rollout_config()
         self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -224,8 +217,6 @@ class T1Trainer(GRPOTrainer):
         from trl.trainer.callbacks import SyncRefModelCallback
         from trl.trainer.utils import add_fused_lm_head
 
-        from t1train.models import unpatch_forward
-
         self.beta = self.args.beta
         reference = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval().requires_grad_(False)
         unpatch_forward(reference)  # the copied patch would run the policy's weights; patch the copy afresh
@@ -252,14 +243,12 @@ class T1Trainer(GRPOTrainer):
     # ------------------------------------------------------------------------------------------ engine
     def _default_engine(self):
         if self.args.engine == "sglang":
+            # the sglang extra (requests, numpy): imported only when the trainer samples from an SGLang server
             from t1train.engines.sglang import SGLangEngine
-            from t1train.r3 import engine_routing_shape
 
             # SGLang reports routing per decoder layer: the client needs the policy's top-k and MoE layers for R3
             config = self.accelerator.unwrap_model(self.model).config
             return SGLangEngine(self.args.engine_url, **engine_routing_shape(config))
-        from t1train.engines.hf import HFEngine
-
         return HFEngine(self.accelerator.unwrap_model(self.model), self.processing_class, seed=self.args.seed)
 
     def sync_engine_weights(self) -> None:
@@ -408,8 +397,6 @@ class T1Trainer(GRPOTrainer):
                 routed[b, where] = torch.tensor(r, dtype=torch.int32)
             batch["routed_experts"] = routed.to(device)
         if self.routing_replay is not None:  # R3: every position's recorded routing, laid out like input_ids
-            from t1train.r3 import align_routing
-
             samples = [t.routed_experts_by_position() if len(t.token_ids()) > len(t.prompt_ids) > 0 else None
                        for t in trajectories]
             if any(s is not None for s in samples):

@@ -14,6 +14,7 @@ import torch
 from pydantic import ValidationError
 from trl import GRPOConfig
 
+from t1env.families import expand_refs
 from t1env.options import EnvOptions
 from t1train import ppo
 from t1train.rollout import DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
@@ -147,8 +148,6 @@ class T1Config(GRPOConfig):
         if self.critic_warmup_iterations and self.algorithm != "ppo":
             raise ValueError(f"critic_warmup_iterations needs algorithm='ppo' (got {self.algorithm!r}): "
                              "grpo and gspo have no critic")
-        from t1env.families import expand_refs
-
         self.tasks, self.eval_tasks = expand_refs(self.tasks), expand_refs(self.eval_tasks)
         if not self.tasks:
             raise ValueError("tasks is empty: give at least one task id or task package path")
