@@ -112,7 +112,7 @@ class RemoteEnv:
 
     def _call(self, remote, restart: bool = True):
         import ray  # the optional ray extra: only the Ray executor needs it
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError  # the optional ray extra
 
         while True:
             if self._worker is None:

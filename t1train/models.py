@@ -100,8 +100,8 @@ def corpus() -> list[str]:
 
 def recipe() -> dict:
     """Everything the build depends on; its hash names the cache folder."""
-    import tokenizers
-    import transformers
+    import tokenizers  # the train extra: torch, transformers and tokenizers load only when a model is built or loaded
+    import transformers  # the train extra
 
     return {
         "version": RECIPE_VERSION,
@@ -122,8 +122,8 @@ def recipe_hash() -> str:
 
 def build_tokenizer():
     """Train the byte-level BPE tokenizer and wrap it as a ``PreTrainedTokenizerFast`` with the ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # the train extra
+    from transformers import PreTrainedTokenizerFast  # the train extra
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -148,8 +148,8 @@ def build_tokenizer():
 
 def build_model(tokenizer):
     """A random-initialized ``Qwen3MoeForCausalLM`` sized to the tokenizer (deterministic for a given seed)."""
-    import torch
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    import torch  # the train extra
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM  # the train extra
 
     config = Qwen3MoeConfig(
         vocab_size=len(tokenizer),
@@ -195,7 +195,7 @@ def tiny_moe_path() -> Path:
 
 def tiny_moe(device: str = "cpu"):
     """Return ``(model, tokenizer)`` for the tiny MoE, building and caching it on first use."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # the train extra
 
     path = tiny_moe_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -207,7 +207,7 @@ def load_model_and_tokenizer(name_or_path: str, device: str = "cpu", dtype: str 
     """``"tiny"`` builds the tiny MoE; anything else is a local folder for ``from_pretrained`` (no downloads)."""
     if name_or_path == "tiny":
         return tiny_moe(device)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # the train extra
 
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).to(device).eval()
@@ -216,7 +216,7 @@ def load_model_and_tokenizer(name_or_path: str, device: str = "cpu", dtype: str 
 
 def load_tokenizer(name_or_path: str):
     """The tokenizer alone (for engines that run the model elsewhere, such as SGLang)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # the train extra
 
     path = tiny_moe_path() if name_or_path == "tiny" else name_or_path
     return AutoTokenizer.from_pretrained(path)

@@ -124,7 +124,7 @@ def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env:
 
 def sft_dataset(trajectories: list[Trajectory]):
     """A pre-tokenized dataset for TRL's ``SFTTrainer``: ``input_ids`` and ``assistant_masks`` (the loss mask)."""
-    import datasets
+    import datasets  # the train extra: only when SFT runs
 
     return datasets.Dataset.from_list([{"input_ids": t.token_ids(), "assistant_masks": t.loss_mask()}
                                        for t in trajectories])
@@ -132,7 +132,7 @@ def sft_dataset(trajectories: list[Trajectory]):
 
 def run_sft(model, tokenizer, dataset, config):
     """Train with TRL's ``SFTTrainer`` on the action tokens; returns the trainer (``trainer.model`` is tuned)."""
-    from trl import SFTTrainer
+    from trl import SFTTrainer  # the train extra: only when SFT runs
 
     router_logits = getattr(model.config, "output_router_logits", None)
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)

@@ -214,7 +214,7 @@ def training_record(traj: Trajectory) -> dict:
 
 def to_dataset(trajectories: list[Trajectory]):
     """A ``datasets.Dataset`` with one row per episode (see :func:`training_record`)."""
-    import datasets
+    import datasets  # the train extra: only when trajectories become a dataset
 
     return datasets.Dataset.from_list([training_record(t) for t in trajectories])
 

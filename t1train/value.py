@@ -48,7 +48,7 @@ class ValueModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ValueModel:
         """Load a critic saved with :meth:`save_pretrained`, or start one from any causal-LM folder (its decoder)."""
-        from transformers import AutoConfig, AutoModel
+        from transformers import AutoConfig, AutoModel  # the train extra: only when a critic is loaded
 
         path = Path(path)
         config = AutoConfig.from_pretrained(path)

@@ -39,7 +39,7 @@ def load(path: str) -> tuple:
     with _LOAD_LOCK:
         if path not in _LOADED:
             try:
-                from transformers import AutoModelForCausalLM, AutoTokenizer
+                from transformers import AutoModelForCausalLM, AutoTokenizer  # transformers (the train extra)
             except ImportError:
                 raise ValueError("--agent hf needs transformers and torch: pip install -e '.[train]'") from None
             try:
@@ -131,7 +131,7 @@ class HFAgent:
 
     def sample(self, ids: list[int]) -> list[int]:
         """The model's next turn after the prompt ``ids``: its new token ids, the stop token included if sampled."""
-        import torch
+        import torch  # torch (the train extra): only when an HF agent samples
 
         prompt = torch.tensor([list(ids)])
         sample = self.options.temperature > 0

@@ -64,7 +64,7 @@ class OpenAIAgent:
 
     def __init__(self, task: Task, options: EvalOptions, client: Any = None):
         require_openai()
-        from openai import OpenAI
+        from openai import OpenAI  # the eval extra: only when an OpenAI-compatible agent runs
 
         self.task, self.options = task, options
         self.client = client or OpenAI(
@@ -110,7 +110,7 @@ class OpenAIAgent:
 
     # -- internals ------------------------------------------------------------------------------
     def _complete(self) -> Any:
-        from openai import BadRequestError
+        from openai import BadRequestError  # the eval extra (imported above)
 
         kwargs = {"model": self.options.model, "messages": self.messages, "temperature": self.options.temperature,
                   "max_tokens": self.protocol.max_new_tokens}

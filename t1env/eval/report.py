@@ -28,10 +28,10 @@ def _load(job: Path) -> tuple[str, dict, list[dict]]:
 
 def _plots(jobs: list[tuple[str, dict, list[dict]]]) -> dict[str, bytes]:
     try:
-        import matplotlib
+        import matplotlib  # the eval extra: only when a report draws its plots
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # the eval extra
     except ImportError:
         raise ValueError("t1env report needs matplotlib: pip install 't1[eval]'") from None
     out: dict[str, bytes] = {}

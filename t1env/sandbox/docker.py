@@ -375,7 +375,7 @@ class DockerSandbox(Sandbox):
             _raise_for(rep, path)
             return base64.b64decode(rep["data"])
         box = self._need()
-        import docker.errors
+        import docker.errors  # the docker SDK (the docker extra): imported when used
 
         try:
             stream, stat = box.container.get_archive(path)

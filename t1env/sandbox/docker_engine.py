@@ -74,7 +74,7 @@ def client(host: str | None = None):
         if c is not None:
             return c
         try:
-            import docker
+            import docker  # the docker SDK (the docker extra): imported when a client is made
         except ImportError:
             raise SandboxError("the docker backend needs the docker SDK: pip install 't1[docker]'") from None
         try:

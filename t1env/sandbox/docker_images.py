@@ -135,7 +135,7 @@ def build_image(
 
 
 def _image_exists(c, tag: str) -> bool:
-    import docker.errors
+    import docker.errors  # the docker SDK (the docker extra): imported when used
 
     try:
         c.images.get(tag)

@@ -37,14 +37,14 @@ def _work_mounts(config: SandboxConfig) -> list:
     """Anonymous volumes for the folders an agent's work lives in (the workdir, /tmp, /root): the
     verifier's container mounts them from the agent's (``volumes_from``) and sees the work product
     on an otherwise pristine image. They are removed with the container (``remove(v=True)``)."""
-    from docker.types import Mount
+    from docker.types import Mount  # the docker SDK (the docker extra): imported when used
 
     targets = dict.fromkeys([config.workdir, "/tmp", "/root"])
     return [Mount(t, None, type="volume") for t in targets]
 
 
 def _create_kwargs(image: str, config: SandboxConfig, task_id: str | None) -> dict:
-    from docker.types import Ulimit
+    from docker.types import Ulimit  # the docker SDK (the docker extra): imported when used
 
     fsize = config.file_size_mb * 1024 * 1024
     kw = dict(
