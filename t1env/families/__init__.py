@@ -10,6 +10,10 @@ Deterministic: the same seed gives a byte-identical package (the generator draws
 ``random.Random(f"{name}@{seed}")``); different seeds give different formats, values,
 questions and injected faults.
 
+Layout: :mod:`t1env.families.base` holds :class:`Family`, :class:`Instance` and the seed splits; each
+family is a module here that subclasses ``Family``; this package imports every family module and keeps
+the table of them (:data:`FAMILIES`), so imports go one way (package -> family modules -> base).
+
 Splits: seed ``s`` is in ``test`` when ``s % 5 == 0`` and in ``train`` otherwise, so the two seed
 sets are disjoint and stable. :func:`split_seed` maps the k-th draw of a split to its seed.
 
