@@ -15,6 +15,10 @@ A task package is a folder::
 A malformed package raises :class:`TaskError` whose message is one line naming the file
 and the field, e.g. ``tasks/foo/task.toml: limits.max_turns: Input should be a valid integer``.
 
+:func:`load_task` recognises the layout (t1, Terminal-Bench 1.x ``task.yaml``, Harbor) and hands an imported
+one to its loader in :mod:`t1env.formats`. The model itself (:class:`Task`, :class:`TaskSpec`, :class:`Origin`,
+the parsing helpers) is defined in :mod:`t1env.task_model`, below the loaders, and re-exported here.
+
 Example:
     >>> from t1env.task import load_task
     >>> from t1env.registry import builtin_tasks_dir
