@@ -31,7 +31,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from t1env.families import FAMILIES, get_family, split_seed
+from t1env.families import FAMILIES, Family, get_family, split_seed
 
 N_TRAIN, N_TEST = 200, 50  # the sample docs/families.md reports and the test checks
 _DIGITS = re.compile(r"[0-9]+")
@@ -50,8 +50,7 @@ class SplitOverlap:
     instructions_near: float
 
 
-def _texts(family: str, split: str, n: int) -> tuple[list[str], list[str]]:
-    fam = get_family(family)
+def _texts(fam: Family, split: str, n: int) -> tuple[list[str], list[str]]:
     answers, instructions = [], []
     for k in range(n):
         seed = split_seed(split, k)
@@ -70,14 +69,16 @@ def _no_digits(text: str) -> str:
     return _DIGITS.sub("0", text)
 
 
-def split_overlap(family: str, n_train: int = N_TRAIN, n_test: int = N_TEST) -> SplitOverlap:
-    """Overlap of the first ``n_test`` test instances of ``family`` with its first ``n_train`` train instances."""
+def split_overlap(family: str | Family, n_train: int = N_TRAIN, n_test: int = N_TEST) -> SplitOverlap:
+    """Overlap of the first ``n_test`` test instances of ``family`` (a name or a Family) with its first ``n_train``
+    train instances."""
     if n_train < 1 or n_test < 1:
         raise ValueError(f"n_train and n_test must be >= 1, got {n_train} and {n_test}")
-    train_a, train_i = _texts(family, "train", n_train)
-    test_a, test_i = _texts(family, "test", n_test)
+    fam = family if isinstance(family, Family) else get_family(family)
+    train_a, train_i = _texts(fam, "train", n_train)
+    test_a, test_i = _texts(fam, "test", n_test)
     return SplitOverlap(
-        family=family, n_train=n_train, n_test=n_test,
+        family=fam.name, n_train=n_train, n_test=n_test,
         answers=_shared(test_a, train_a), instructions=_shared(test_i, train_i),
         answers_near=_shared(test_a, train_a, _no_digits), instructions_near=_shared(test_i, train_i, _no_digits),
     )
