@@ -20,8 +20,8 @@ from t1env.families.base import Family, Instance, split_of_seed
 FAULTS = ("semicolon", "typo", "prototype", "spaces", "link", "guard", "logic")
 HELD_OUT_FAULTS = ("include", "clean", "base")  # only in the test split
 POOLS = {  # per split: binary names, multipliers, offsets, moduli, the accumulator's names
-    "train": (["calc", "mixer", "tally", "hashsum", "scorer"], (3, 97), (1, 999), [997, 1009, 7919, 10007, 65521, 99991],
-              ["total", "sum", "acc"]),
+    "train": (["calc", "mixer", "tally", "hashsum", "scorer"], (3, 97), (1, 999),
+              [997, 1009, 7919, 10007, 65521, 99991], ["total", "sum", "acc"]),
     "test": (["blend", "fold", "crunch", "digest", "warp"], (101, 199), (1000, 1999), [1013, 4099, 8191, 30011, 49999],
              ["grand", "running", "agg"]),
 }
@@ -112,12 +112,14 @@ def _sources(binary: str, a: int, b: int, m: int, faults: set[str], typo_var: st
     mainc = ('#include <stdlib.h>\n#include "mix.h"\n#include "row.h"\n' + ('#include "row.h"\n' if "guard" in faults else "")
              + f"\nint main(int argc, char **argv)\n{{\n    long {typo_var} = 0;\n"
              "    for (int i = 1; i < argc; i++) {\n"
-             f"        struct row r;\n        r.x = strtol(argv[i], NULL, {16 if 'base' in faults else 10});\n        r.value = mix(r.x);\n"
+             f"        struct row r;\n        r.x = strtol(argv[i], NULL, {16 if 'base' in faults else 10});\n"
+             "        r.value = mix(r.x);\n"
              f"        {total_use} += r.value;\n        print_row(&r);\n    }}\n    print_total({typo_var});\n    return 0;\n}}\n")
     objs = "main.o mix.o" if "link" in faults else "main.o mix.o row.o"
     ind = "    " if "spaces" in faults else "\t"
     makefile = (f"CC = gcc\nCFLAGS = -O2 -Wall\nOBJS = {objs}\n\n{binary}: $(OBJS)\n{ind}$(CC) $(CFLAGS) -o $@ $(OBJS)\n\n"
-                f"%.o: %.c *.h\n{ind}$(CC) $(CFLAGS) -c $<\n\nclean:\n{ind}rm -f {'' if 'clean' in faults else binary + ' '}*.o\n\n"
+                f"%.o: %.c *.h\n{ind}$(CC) $(CFLAGS) -c $<\n\n"
+                f"clean:\n{ind}rm -f {'' if 'clean' in faults else binary + ' '}*.o\n\n"
                 ".PHONY: clean\n")
     return {"main.c": mainc, "mix.c": mixc, "mix.h": mixh, "row.c": rowc, "row.h": rowh, "Makefile": makefile}
 
@@ -159,7 +161,8 @@ class BrokenBuild(Family):
             f"print `X -> V` with V = (X * {a} + {b}) mod {m}, always in the range 0..{m - 1} (negative X included);\n"
             f"then print `total T`, T being the sum of all V. Without arguments the output is just `total 0`.\n\n"
             f"Also: running `make` in `/app` on a clean tree must build `/app/{binary}` from the sources, and\n"
-            f"`make clean` must delete `{binary}` and every object file. Try e.g. `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
+            f"`make clean` must delete `{binary}` and every object file. "
+            f"Try e.g. `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
         )
         solve = "".join(f"cat > {name} <<'T1EOF'\n{body}T1EOF\n" for name, body in fixed.items())
         solve += f"make clean\nmake\n./{binary} {' '.join(map(str, sample))}\n"

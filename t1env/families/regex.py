@@ -136,7 +136,8 @@ def _near_miss(kind: str, rng: random.Random) -> str:
         options += [f"{rng.randint(24, 29)}:{m}", f"{h}:{rng.randint(60, 99)}", f"{rng.randint(1, 9)}:{m}", f"{h}:{m[0]}"]
     elif kind == "issue-key":
         project, num = v.split("-")
-        options += [v.lower(), f"{project}-0{num}", f"{rng.choice('ABCXYZ')}-{num}", f"{project}-{num}{rng.randint(100000, 999999)}"]
+        options += [v.lower(), f"{project}-0{num}", f"{rng.choice('ABCXYZ')}-{num}",
+                    f"{project}-{num}{rng.randint(100000, 999999)}"]
     else:
         options += [v.upper(), v[1:] if rng.random() < 0.5 else "v0" + v[1:].replace(".", ".0", 1),
                     f"v{rng.randint(0, 9)}.{rng.randint(0, 9)}", "v" + str(rng.randint(1, 9)) + ".0" + str(rng.randint(1, 9)) + ".1"]
