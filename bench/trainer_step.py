@@ -123,7 +123,7 @@ def time_t1(model, tokenizer, episodes, batch, steps, out, **kw) -> list[tuple[f
     trainer = T1Trainer(model, args, processing_class=tokenizer, engine=object(), make_env=lambda t: None)
     cursor = {"i": 0}
 
-    def rollout(specs, sampling=None, phase="train", first_index=0):  # the pre-made episodes in order: no engine, env
+    def rollout(specs, sampling=None, phase="train", first_index=0):  # pre-made episodes: no engine, no env
         out_ = [episodes[(cursor["i"] + j) % len(episodes)] for j in range(len(specs))]
         cursor["i"] += len(specs)
         return out_
