@@ -138,9 +138,10 @@ class BrokenBuild(Family):
         n_faults = rng.choice([1, 2, 2])
         if split == "train":
             faults = set(rng.sample(FAULTS, n_faults))
-        else:  # one held-out fault kind, maybe with one more of any kind
+        else:  # one held-out fault kind, maybe with one more of any kind; a broken `clean` alone would leave
+            # every check but one to the no-op agent, so it always comes with another fault
             faults = {rng.choice(HELD_OUT_FAULTS)}
-            if n_faults == 2:
+            if n_faults == 2 or faults == {"clean"}:
                 faults.add(rng.choice([f for f in FAULTS + HELD_OUT_FAULTS if f not in faults]))
         typo_var = rng.choice(accumulators)
         broken = _sources(binary, a, b, m, faults, typo_var)
