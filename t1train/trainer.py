@@ -816,9 +816,12 @@ def health_line(step: int, logs: dict, entropy_start: float | None = None) -> st
         'step 3  resolved 0.25  zero-var 1.00  entropy 0.010  [no signal: every group has one reward] [entropy collapsed]'
         >>> health_line(40, {"t1/resolved_rate": 0.69, "entropy": 0.035}, entropy_start=0.08)
         'step 40  resolved 0.69  entropy 0.035'
-        >>> health_line(1, {"t1/resolved_rate": 0.0, "critic/explained_variance": float("nan")})
+        >>> health_line(1, {"t1/resolved_rate": 0.0, "critic/value_loss": 0.0})  # PPO, every return equal
         'step 1  resolved 0.00  ev n/a'
     """
+    logs = dict(logs)
+    if "critic/value_loss" in logs and "critic/explained_variance" not in logs:
+        logs["critic/explained_variance"] = float("nan")  # a critic, but no return varied: not logged (never averaged)
     parts = [f"{label} {'n/a' if math.isnan(logs[key]) else fmt.format(logs[key])}" for label, key, fmt in HEALTH_FIELDS
              if isinstance(logs.get(key), (int, float))]  # n/a: undefined this step (ev when every return is equal)
     if not parts:
