@@ -363,26 +363,22 @@ def test_env_killed_container_truncates_and_next_reset_works(default_image):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 61 tasks x 2 backends: ~250 s on a loaded 2-core machine, near the 300 s default
-def test_oracle_same_per_check_results_on_local_and_docker(default_image):
-    """Every built-in task: the oracle's per-check results are the same on both backends."""
-    import shutil as sh
-
+@pytest.mark.timeout(900)  # 61 tasks on Docker: ~150 s on a loaded 2-core machine
+def test_oracle_gets_full_marks_on_docker_for_every_task(default_image):
+    """Every built-in task: the oracle passes every check on Docker, so its per-check results are the local
+    backend's (where CI's `t1env validate --all` has the oracle pass every check of every task, 3 runs each; this
+    test used to replay each task on local too, doubling its time for a result validate already has)."""
     import gymnasium as gym
 
     import t1env  # noqa: F401
     from t1env.agents import OracleAgent, run_episode
     from t1env.registry import get_task, list_tasks
 
-    backends = ["docker"] + (["local"] if sh.which("bwrap") else [])
     for task in map(get_task, list_tasks()):
-        results = {}
-        for backend in backends:
-            env = gym.make("T1Terminal-v0", task=task.id, backend=backend)
-            try:
-                ep = run_episode(env, OracleAgent(task))
-            finally:
-                env.close()
-            results[backend] = [(c["name"], c["passed"]) for c in ep.info["checks"]]
-            assert ep.info["passed"] == ep.info["total"], (task.id, backend, ep.info.get("verifier_error"))
-        assert len({tuple(v) for v in results.values()}) == 1, (task.id, results)
+        env = gym.make("T1Terminal-v0", task=task.id, backend="docker")
+        try:
+            ep = run_episode(env, OracleAgent(task))
+        finally:
+            env.close()
+        failing = [c["name"] for c in ep.info["checks"] if not c["passed"]]
+        assert ep.info["passed"] == ep.info["total"], (task.id, failing, ep.info.get("verifier_error"))
