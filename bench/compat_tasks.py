@@ -49,7 +49,9 @@ def upstream(task) -> tuple[str, float]:
         else:
             argv = ["bash", "/tests/test.sh"]
         t0 = time.monotonic()
-        r = box.exec(argv, timeout=300, env={**box.config.environ(), "TEST_DIR": "/tests"}, cwd=task.spec.environment.workdir)
+        r = box.exec(
+            argv, timeout=300, env={**box.config.environ(), "TEST_DIR": "/tests"}, cwd=task.spec.environment.workdir
+        )
         took = time.monotonic() - t0
         if r.timed_out:
             return "timed out", took
@@ -67,9 +69,14 @@ def upstream(task) -> tuple[str, float]:
 
 def _why(out: bytes) -> str:
     text = out.decode("utf-8", "replace")
-    for needle, why in (("Could not resolve", "no network"), ("Failed to connect", "no network"), ("curl: (", "download failed"),
-                        ("uv: command not found", "uv missing"), ("uvx: command not found", "uv missing"),
-                        ("pytest: command not found", "pytest missing")):
+    for needle, why in (
+        ("Could not resolve", "no network"),
+        ("Failed to connect", "no network"),
+        ("curl: (", "download failed"),
+        ("uv: command not found", "uv missing"),
+        ("uvx: command not found", "uv missing"),
+        ("pytest: command not found", "pytest missing"),
+    ):
         if needle in text:
             return why
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
@@ -114,11 +121,18 @@ def main() -> int:
         finally:
             env.close()
         up, up_time = upstream(task) if not task.origin.steps else ("(multi-step: not run)", float("nan"))
-        rows.append((task.id, task.origin.format, task.origin.verifier, oracle, nop_res, oracle_wall, vtime, up, up_time))
-        print(f"{task.id}: oracle {oracle} in {oracle_wall:.1f}s, no-op {nop_res}; upstream {up} in {up_time:.1f}s", file=sys.stderr)
+        rows.append(
+            (task.id, task.origin.format, task.origin.verifier, oracle, nop_res, oracle_wall, vtime, up, up_time)
+        )
+        print(
+            f"{task.id}: oracle {oracle} in {oracle_wall:.1f}s, no-op {nop_res}; upstream {up} in {up_time:.1f}s",
+            file=sys.stderr,
+        )
 
-    print("| task | format | t1 verifier | oracle checks | no-op checks | t1 oracle episode (s) | t1 verify (s) "
-          "| upstream script result | upstream script (s) |")
+    print(
+        "| task | format | t1 verifier | oracle checks | no-op checks | t1 oracle episode (s) | t1 verify (s) "
+        "| upstream script result | upstream script (s) |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---|---:|")
     for tid, fmt, kind, oracle, nop, wall, vt, up, ut in rows:
         print(f"| `{tid}` | {fmt} | {kind} | {oracle} | {nop} | {wall:.2f} | {vt:.2f} | {up} | {ut:.2f} |")

@@ -96,7 +96,9 @@ def socket_round_trips(box, n: int) -> tuple[float, list[float]]:
 
     c = D.client()
     t0 = time.perf_counter()
-    ex = c.api.exec_create(box.container_id, ["bash", "--noprofile", "--norc", "-i"], stdin=True, tty=True, environment={"PS1": "$ "})
+    ex = c.api.exec_create(
+        box.container_id, ["bash", "--noprofile", "--norc", "-i"], stdin=True, tty=True, environment={"PS1": "$ "}
+    )
     holder = c.api.exec_start(ex["Id"], tty=True, socket=True)
     sock = getattr(holder, "_sock", holder)
     child = fdspawn(sock.fileno())
@@ -163,7 +165,9 @@ def verify_times(task_id: str, n: int) -> tuple[list[float], str]:
             res = verify(box, task)
             out.append(time.perf_counter() - t0)
         info = res.to_info()
-        note = f"{info['passed']}/{info['total']} checks" + (f"; {info.get('verifier_error')}" if info.get("verifier_error") else "")
+        note = f"{info['passed']}/{info['total']} checks" + (
+            f"; {info.get('verifier_error')}" if info.get("verifier_error") else ""
+        )
     finally:
         box.stop()
     return out, note
@@ -181,13 +185,28 @@ def main() -> None:
         sys.exit(why)
     t0 = time.perf_counter()
     D.default_image()
-    print(f"engine {why}; default image ready in {time.perf_counter() - t0:.1f}s (cached after the first build)", flush=True)
+    print(
+        f"engine {why}; default image ready in {time.perf_counter() - t0:.1f}s (cached after the first build)",
+        flush=True,
+    )
 
     rows: list[tuple[str, tuple[float, float], str]] = []
-    rows.append(("reset: cold build (new 1-step Dockerfile) + container + shell", ms(cold_build_reset(args.task, args.cold)), f"n={args.cold}"))
+    rows.append(
+        (
+            "reset: cold build (new 1-step Dockerfile) + container + shell",
+            ms(cold_build_reset(args.task, args.cold)),
+            f"n={args.cold}",
+        )
+    )
     rows.append(("reset: cached image, no pool", ms(env_resets(args.task, max(5, n // 3), pool=0)), "env.reset()"))
     rows.append(("reset: warm pool", ms(env_resets(args.task, n, pool=1)), "env.reset()"))
-    rows.append(("reset: warm pool + env prestart (default), 2 s episodes", ms(env_resets(args.task, n, pool=1, prestart=True, episode_s=2.0)), "env.reset()"))
+    rows.append(
+        (
+            "reset: warm pool + env prestart (default), 2 s episodes",
+            ms(env_resets(args.task, n, pool=1, prestart=True, episode_s=2.0)),
+            "env.reset()",
+        )
+    )
 
     D.configure_pool(0)
     box = D.DockerSandbox(SandboxConfig(), pool=False)
@@ -202,7 +221,13 @@ def main() -> None:
         rows.append(("round trip: tmux send-keys/wait -S/capture-pane", ms(tm), "Terminal-Bench way"))
         t0 = time.perf_counter()
         r = box.exec(["true"], timeout=10)
-        rows.append(("exec(argv) via in-container helper", ms([time.perf_counter() - t0] + [_timed(box.exec, ["true"], timeout=10) for _ in range(n)]), f"rc={r.exit_code}"))
+        rows.append(
+            (
+                "exec(argv) via in-container helper",
+                ms([time.perf_counter() - t0] + [_timed(box.exec, ["true"], timeout=10) for _ in range(n)]),
+                f"rc={r.exit_code}",
+            )
+        )
     finally:
         box.stop()
     vt, note = verify_times(args.task, 5)
@@ -218,7 +243,9 @@ def main() -> None:
     print(f"\nround trip speed-up over the tmux baseline: {ratio:.0f}x (goal >= 50x)")
     warm = [r for r in rows if r[0].startswith("reset: warm pool + env prestart")][0][1][0]
     pool_only = [r for r in rows if r[0] == "reset: warm pool"][0][1][0]
-    print(f"reset median with the defaults (warm pool + prestart): {warm:.0f} ms (goal <= 150 ms); pool alone: {pool_only:.0f} ms")
+    print(
+        f"reset median with the defaults (warm pool + prestart): {warm:.0f} ms (goal <= 150 ms); pool alone: {pool_only:.0f} ms"
+    )
 
 
 def _timed(fn, *a, **kw) -> float:

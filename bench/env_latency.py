@@ -93,9 +93,14 @@ def main() -> None:
         slow.close()
 
         # baseline 2: a fresh process per command (no persistent state)
-        rows.append(("baseline: exec per command (nsenter + bash -c)", timed(lambda: box.exec(["bash", "-c", "true"], timeout=10), n)))
+        rows.append(
+            (
+                "baseline: exec per command (nsenter + bash -c)",
+                timed(lambda: box.exec(["bash", "-c", "true"], timeout=10), n),
+            )
+        )
 
-    print(f"\n| operation | min ms | median ms | max ms | runs |\n|---|---:|---:|---:|---:|")
+    print("\n| operation | min ms | median ms | max ms | runs |\n|---|---:|---:|---:|---:|")
     for name, xs in rows:
         lo, med, hi = stats(xs)
         print(f"| {name} | {lo:.2f} | {med:.2f} | {hi:.2f} | {len(xs)} |")

@@ -74,8 +74,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=50)
     n = ap.parse_args().trials
-    rows = [("bare env, reused", 1, bare(n, reuse=True)), ("bare env, fresh", 1, bare(n, reuse=False)),
-            ("t1env eval", 1, harness(n, 1)), ("t1env eval", 2, harness(n, 2))]
+    rows = [
+        ("bare env, reused", 1, bare(n, reuse=True)),
+        ("bare env, fresh", 1, bare(n, reuse=False)),
+        ("t1env eval", 1, harness(n, 1)),
+        ("t1env eval", 2, harness(n, 2)),
+    ]
     base = rows[1][2] / n
     print(f"oracle on {TASK}, {n} trials each\n")
     print("| loop | concurrency | wall (s) | per trial (ms) | vs bare env, fresh |")

@@ -47,17 +47,31 @@ def _norm(grads) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="What one RL update does to the SFT policy")
-    parser.add_argument("--sft", default=str(ROOT / "runs" / "learning_curve" / "seed0" / "sft"),
-                        help="an SFT checkpoint of the tiny-cpu recipe (bench/learning_curve.py writes one per seed)")
+    parser.add_argument(
+        "--sft",
+        default=str(ROOT / "runs" / "learning_curve" / "seed0" / "sft"),
+        help="an SFT checkpoint of the tiny-cpu recipe (bench/learning_curve.py writes one per seed)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the trainer's seed: which train instances it plays")
-    parser.add_argument("--freeze", default=None, metavar="REGEX",
-                        help="leave the parameters whose names match out of every update (e.g. embed_tokens)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                        help="T1Config overrides for the scored batch (JSON values), e.g. algorithm=grpo")
+    parser.add_argument(
+        "--freeze",
+        default=None,
+        metavar="REGEX",
+        help="leave the parameters whose names match out of every update (e.g. embed_tokens)",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="T1Config overrides for the scored batch (JSON values), e.g. algorithm=grpo",
+    )
     args = parser.parse_args()
     if not (Path(args.sft) / "config.json").is_file():
-        sys.exit(f"first_step.py: --sft {args.sft}: no model there; run 'python bench/learning_curve.py --seeds 0' "
-                 "first (it saves the SFT warm-start) or pass --sft")
+        sys.exit(
+            f"first_step.py: --sft {args.sft}: no model there; run 'python bench/learning_curve.py --seeds 0' "
+            "first (it saves the SFT warm-start) or pass --sft"
+        )
     overrides = {"critic_warmup_iterations": 0}
     for item in args.set:
         field, sep, text = item.partition("=")
@@ -76,16 +90,26 @@ def main() -> None:
 
     cfg = load_train_config("tiny-cpu")
     work = Path(tempfile.mkdtemp(prefix="t1-first-step-"))
-    targs = build_t1_config({**cfg.train, **overrides, "seed": args.seed, "output_dir": str(work),
-                             "save_strategy": "no", "disable_tqdm": True, "health_line": False})
+    targs = build_t1_config(
+        {
+            **cfg.train,
+            **overrides,
+            "seed": args.seed,
+            "output_dir": str(work),
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "health_line": False,
+        }
+    )
     model, tokenizer = load_model_and_tokenizer(args.sft)
     trainer = T1Trainer(model.train(), targs, processing_class=tokenizer)
     trainer.current_gradient_accumulation_steps = 1
 
     # ---- the held-out probe: the 11 test instances' oracle episodes
     rollout = RolloutConfig(max_turns=targs.max_turns, system_prompt=targs.system_prompt)
-    oracle = oracle_trajectories(tokenizer, cfg.eval.tasks, cfg.eval.seeds, make_env_factory(), rollout,
-                                 turns=cfg.sft.turns)
+    oracle = oracle_trajectories(
+        tokenizer, cfg.eval.tasks, cfg.eval.seeds, make_env_factory(), rollout, turns=cfg.sft.turns
+    )
     probe, _, _ = trainer._pad_batch(oracle)
     probe_ids = torch.cat([probe["prompt_ids"], probe["completion_ids"]], dim=1)
     probe_mask = torch.cat([probe["prompt_mask"], probe["completion_mask"]], dim=1)
@@ -93,7 +117,7 @@ def main() -> None:
     action = probe["tool_mask"].float()
     first = torch.zeros_like(action)  # the first turn's action tokens
     for i, t in enumerate(oracle):
-        first[i, :len(t.turns[0].sampled_ids)] = 1.0
+        first[i, : len(t.turns[0].sampled_ids)] = 1.0
 
     def score() -> tuple[float, float, float]:
         with torch.no_grad():
@@ -111,8 +135,11 @@ def main() -> None:
     batch = trainer.score_trajectories(trajectories, inputs)
     batch.pop("returns", None)  # the critic's loss is not the policy's
     rewards = [t.reward for t in trajectories]
-    named = [(n, p) for n, p in trainer.model.named_parameters()
-             if p.requires_grad and not (args.freeze and re.search(args.freeze, n))]
+    named = [
+        (n, p)
+        for n, p in trainer.model.named_parameters()
+        if p.requires_grad and not (args.freeze and re.search(args.freeze, n))
+    ]
     params, names = [p for _, p in named], [n for n, _ in named]
     saved = [p.detach().clone() for p in params]
 
@@ -142,25 +169,31 @@ def main() -> None:
     subsets = {}
     for lr in LEARNING_RATES:
         rows_out.append((f"Adam's first update, lr {lr:g}", after_step(full, lr)))
-    for label, adv in (("positive advantages only", advantages.clamp(min=0)),
-                       ("negative advantages only", advantages.clamp(max=0))):
+    for label, adv in (
+        ("positive advantages only", advantages.clamp(min=0)),
+        ("negative advantages only", advantages.clamp(max=0)),
+    ):
         grads = gradient(adv)
         rows_out.append((f"{label} (gradient norm {_norm(grads):.3f}): Adam, lr 1e-3", after_step(grads, 1e-3)))
         subsets[label] = grads
     subsets["all advantages"] = full
     # control: the imitation direction (the oracle episodes of the 43 train instances, every action token +1)
-    train_oracle = oracle_trajectories(tokenizer, cfg.sft.tasks, cfg.sft.seeds, make_env_factory(), rollout,
-                                       turns=cfg.sft.turns)
-    imitation = trainer.score_trajectories(train_oracle, [{"prompt": "s", "task": t.task_id, "seed": t.seed}
-                                                          for t in train_oracle])
+    train_oracle = oracle_trajectories(
+        tokenizer, cfg.sft.tasks, cfg.sft.seeds, make_env_factory(), rollout, turns=cfg.sft.turns
+    )
+    imitation = trainer.score_trajectories(
+        train_oracle, [{"prompt": "s", "task": t.task_id, "seed": t.seed} for t in train_oracle]
+    )
     imitation.pop("returns", None)
     subsets["control: imitating the train oracle"] = gradient(imitation["tool_mask"].float(), imitation)
     for label, grads in subsets.items():
         for length in SGD_LENGTHS:
             rows_out.append((f"{label}: gradient step of length {length:g}", after_step(grads, length, sgd=True)))
 
-    print(f"batch: {len(trajectories)} episodes, rewards {rewards}; algorithm {targs.algorithm}; "
-          f"policy gradient norm {total:.3f}, of which embed_tokens {embed:.3f}")
+    print(
+        f"batch: {len(trajectories)} episodes, rewards {rewards}; algorithm {targs.algorithm}; "
+        f"policy gradient norm {total:.3f}, of which embed_tokens {embed:.3f}"
+    )
     print("| update | P(oracle episode), mean over the 11 held-out instances | min | P(oracle first turn) |")
     print("|---|---|---|---|")
     for label, (mean, low, opening) in rows_out:

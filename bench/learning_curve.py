@@ -40,14 +40,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "tiny-cpu"
 ABLATIONS = {
-    "reward": {"count": {}, "fraction": {"env_kwargs": {"reward_mode": "fraction"}},
-               "binary": {"env_kwargs": {"reward_mode": "binary"}}},
-    "critic": {"ppo-warm": {}, "ppo-cold": {"critic_warmup_iterations": 0},
-               "grpo": {"algorithm": "grpo", "critic_warmup_iterations": 0}},
+    "reward": {
+        "count": {},
+        "fraction": {"env_kwargs": {"reward_mode": "fraction"}},
+        "binary": {"env_kwargs": {"reward_mode": "binary"}},
+    },
+    "critic": {
+        "ppo-warm": {},
+        "ppo-cold": {"critic_warmup_iterations": 0},
+        "grpo": {"algorithm": "grpo", "critic_warmup_iterations": 0},
+    },
 }
 NOISE_SAMPLING_SEEDS = (100, 101, 102, 103)
-STEP_KEYS = ("t1/resolved_rate", "t1/passing_fraction", "t1/zero_variance_groups", "t1/group_reward_var", "entropy",
-             "critic/explained_variance", "clip_ratio/region_mean")
+STEP_KEYS = (
+    "t1/resolved_rate",
+    "t1/passing_fraction",
+    "t1/zero_variance_groups",
+    "t1/group_reward_var",
+    "entropy",
+    "critic/explained_variance",
+    "clip_ratio/region_mean",
+)
 
 
 def _key(overrides: dict) -> str:
@@ -58,8 +71,15 @@ def _config(seed: int, work: Path, overrides: dict, steps: int | None, name: str
     from t1train.config import build_t1_config, load_train_config
 
     cfg = load_train_config(CONFIG)
-    train = {**cfg.train, **overrides, "seed": seed, "output_dir": str(work / f"seed{seed}" / name),
-             "save_strategy": "no", "disable_tqdm": True, "health_line": False}
+    train = {
+        **cfg.train,
+        **overrides,
+        "seed": seed,
+        "output_dir": str(work / f"seed{seed}" / name),
+        "save_strategy": "no",
+        "disable_tqdm": True,
+        "health_line": False,
+    }
     if steps is not None:
         train["max_steps"] = steps
     cfg.sft.output_dir = str(work / f"seed{seed}" / "sft")
@@ -89,8 +109,9 @@ def sft_once(seed: int, work: Path, noise_seeds: tuple[int, ...] = ()) -> dict:
     for s in noise_seeds:
         trainer.args.seed = s
         m = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, cfg.eval.episodes_per_task)
-        noise.append({"sampling_seed": s, "resolved_rate": m["resolved_rate"],
-                      "passing_fraction": m["passing_fraction"]})
+        noise.append(
+            {"sampling_seed": s, "resolved_rate": m["resolved_rate"], "passing_fraction": m["passing_fraction"]}
+        )
     return {"seed": seed, "sft_seconds": seconds, "noise": noise}
 
 
@@ -124,11 +145,19 @@ def one_run(seed: int, work: Path, name: str, overrides: dict, steps: int | None
     trainer = run["trainer"]
     history = [{k: h[k] for k in STEP_KEYS if k in h} for h in trainer.state.log_history if "t1/resolved_rate" in h]
     pick = ("resolved_rate", "passing_fraction", "passed_mean", "episodes")
-    return {"seed": seed, "overrides": overrides, "key": _key(overrides), "steps": targs.max_steps,
-            "before": {k: run["before"][k] for k in pick}, "after": {k: run["after"][k] for k in pick},
-            "history": history, "warmup": trainer.critic_warmup_history, "rl_seconds": run["rl_seconds"],
-            "slips": slip_rates(Path(targs.output_dir) / "trajectories.jsonl"),
-            "seconds": time.monotonic() - t0}
+    return {
+        "seed": seed,
+        "overrides": overrides,
+        "key": _key(overrides),
+        "steps": targs.max_steps,
+        "before": {k: run["before"][k] for k in pick},
+        "after": {k: run["after"][k] for k in pick},
+        "history": history,
+        "warmup": trainer.critic_warmup_history,
+        "rl_seconds": run["rl_seconds"],
+        "slips": slip_rates(Path(targs.output_dir) / "trajectories.jsonl"),
+        "seconds": time.monotonic() - t0,
+    }
 
 
 def main() -> None:
@@ -156,8 +185,11 @@ def main() -> None:
     ctx = get_context("spawn")  # a fresh interpreter per job: no torch or sandbox state shared with the parent
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
         have = {s["seed"] for s in state["sft"]}
-        futures = [pool.submit(sft_once, seed, work, NOISE_SAMPLING_SEEDS if seed == min(args.seeds) else ())
-                   for seed in args.seeds if seed not in have]
+        futures = [
+            pool.submit(sft_once, seed, work, NOISE_SAMPLING_SEEDS if seed == min(args.seeds) else ())
+            for seed in args.seeds
+            if seed not in have
+        ]
         for fut in as_completed(futures):
             state["sft"].append(fut.result())
             save()
@@ -167,19 +199,28 @@ def main() -> None:
             for name, overrides in ABLATIONS[ablation].items():
                 wanted.setdefault(_key(overrides), (name, overrides))
         done = {(r["key"], r["seed"]) for r in state["runs"]}
-        todo = [(seed, key, name, overrides) for seed in args.seeds for key, (name, overrides) in wanted.items()
-                if (key, seed) not in done]
+        todo = [
+            (seed, key, name, overrides)
+            for seed in args.seeds
+            for key, (name, overrides) in wanted.items()
+            if (key, seed) not in done
+        ]
         todo.sort(key=lambda t: t[1] != _key({}))  # the recipe's own runs first, on every seed; then the variants
-        futures = {pool.submit(one_run, seed, work, name, overrides, args.steps): (name, seed)
-                   for seed, _, name, overrides in todo}
+        futures = {
+            pool.submit(one_run, seed, work, name, overrides, args.steps): (name, seed)
+            for seed, _, name, overrides in todo
+        }
         for fut in as_completed(futures):
             run = fut.result()
             state["runs"].append(run)
             save()
             name, seed = futures[fut]
-            print(f"{name:<9} seed {seed}: held-out resolved {run['before']['resolved_rate']:.3f} -> "
-                  f"{run['after']['resolved_rate']:.3f}, passing {run['before']['passing_fraction']:.3f} -> "
-                  f"{run['after']['passing_fraction']:.3f} ({run['seconds']:.0f} s)", flush=True)
+            print(
+                f"{name:<9} seed {seed}: held-out resolved {run['before']['resolved_rate']:.3f} -> "
+                f"{run['after']['resolved_rate']:.3f}, passing {run['before']['passing_fraction']:.3f} -> "
+                f"{run['after']['passing_fraction']:.3f} ({run['seconds']:.0f} s)",
+                flush=True,
+            )
     save()
     for ablation in args.ablation:
         plot(state, ablation, out / f"learning_curve_{ablation}.png")
@@ -216,30 +257,50 @@ def render(state) -> str:
         rows = [(name, _runs_of(state, ov)) for name, ov in variants.items()]
         if not any(rs for _, rs in rows):
             continue
-        lines += [f"## {ablation}", "",
-                  ("| variant | seeds | held-out resolved: before → after (per seed) | resolved gain: mean (per seed) | "
-                   "gain > 3x noise | "
-                   "passing fraction: before → after | slips held out, spare folder / reread: before → after | "
-                   "collapsed | critic EV, steps 1–10 → last 10 | RL s/run |"),
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {ablation}",
+            "",
+            (
+                "| variant | seeds | held-out resolved: before → after (per seed) | resolved gain: mean (per seed) | "
+                "gain > 3x noise | "
+                "passing fraction: before → after | slips held out, spare folder / reread: before → after | "
+                "collapsed | critic EV, steps 1–10 → last 10 | RL s/run |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for name, rs in rows:
             if not rs:
                 continue
             gains = [r["after"]["resolved_rate"] - r["before"]["resolved_rate"] for r in rs]
             per_seed = ", ".join(f"{r['before']['resolved_rate']:.2f}→{r['after']['resolved_rate']:.2f}" for r in rs)
-            pf = (statistics.mean(r["before"]["passing_fraction"] for r in rs),
-                  statistics.mean(r["after"]["passing_fraction"] for r in rs))
-            evs = [[h["critic/explained_variance"] for h in r["history"] if "critic/explained_variance" in h]
-                   for r in rs]
-            ev_cell = (f"{statistics.mean(statistics.mean(e[:10]) for e in evs):.2f} → "
-                       f"{statistics.mean(statistics.mean(e[-10:]) for e in evs):.2f}") if all(evs) else "—"
+            pf = (
+                statistics.mean(r["before"]["passing_fraction"] for r in rs),
+                statistics.mean(r["after"]["passing_fraction"] for r in rs),
+            )
+            evs = [
+                [h["critic/explained_variance"] for h in r["history"] if "critic/explained_variance" in h] for r in rs
+            ]
+            ev_cell = (
+                (
+                    f"{statistics.mean(statistics.mean(e[:10]) for e in evs):.2f} → "
+                    f"{statistics.mean(statistics.mean(e[-10:]) for e in evs):.2f}"
+                )
+                if all(evs)
+                else "—"
+            )
             slips = [r["slips"] for r in rs if "slips" in r]
 
             def slip(phase, kind):
                 return statistics.mean(sl[phase][kind] for sl in slips)
-            slip_cell = (f"{slip('eval-before', 'spare_folder'):.2f} / {slip('eval-before', 'rereads_name'):.2f} → "
-                         f"{slip('eval-after', 'spare_folder'):.2f} / {slip('eval-after', 'rereads_name'):.2f}"
-                         ) if len(slips) == len(rs) else "—"
+
+            slip_cell = (
+                (
+                    f"{slip('eval-before', 'spare_folder'):.2f} / {slip('eval-before', 'rereads_name'):.2f} → "
+                    f"{slip('eval-after', 'spare_folder'):.2f} / {slip('eval-after', 'rereads_name'):.2f}"
+                )
+                if len(slips) == len(rs)
+                else "—"
+            )
             lines.append(
                 f"| {name} | {len(rs)} | {statistics.mean(r['before']['resolved_rate'] for r in rs):.2f} → "
                 f"{statistics.mean(r['after']['resolved_rate'] for r in rs):.2f} ({per_seed}) | "
@@ -247,18 +308,25 @@ def render(state) -> str:
                 f"{sum(g > 3 * noise['resolved_rate']['diff_sd'] for g in gains)}/{len(gains)} | "
                 f"{pf[0]:.2f} → {pf[1]:.2f} | {slip_cell} | {sum(_collapsed(r, noise) for r in rs)}/{len(rs)} | "
                 f"{ev_cell} | "
-                f"{statistics.mean(r['rl_seconds'] for r in rs):.0f} |")
+                f"{statistics.mean(r['rl_seconds'] for r in rs):.0f} |"
+            )
         lines.append("")
     r, p = noise["resolved_rate"], noise["passing_fraction"]
     steps = sorted({run["steps"] for run in state["runs"]})
-    lines += [(f"Eval noise (the first seed's SFT policy scored with {len(r['values'])} sampling seeds): resolved "
-               f"{', '.join(f'{v:.3f}' for v in r['values'])} (sd {r['sd']:.3f}; a difference of two scores "
-               f"{r['diff_sd']:.3f}, so 3x is {3 * r['diff_sd']:.3f}); passing fraction sd {p['sd']:.3f} "
-               f"(difference {p['diff_sd']:.3f})."),
-              (f"RL steps per run: {', '.join(map(str, steps))}. Collapsed: after RL the policy resolves no held-out "
-               "episode, or its held-out passing fraction fell by more than 3x the noise of a difference. Critic EV: "
-               "the explained variance of the critic's values on each fresh batch before it trains on it (PPO only)."),
-              f"Wall time of the whole comparison so far: {state.get('wall_seconds', 0) / 60:.0f} min."]
+    lines += [
+        (
+            f"Eval noise (the first seed's SFT policy scored with {len(r['values'])} sampling seeds): resolved "
+            f"{', '.join(f'{v:.3f}' for v in r['values'])} (sd {r['sd']:.3f}; a difference of two scores "
+            f"{r['diff_sd']:.3f}, so 3x is {3 * r['diff_sd']:.3f}); passing fraction sd {p['sd']:.3f} "
+            f"(difference {p['diff_sd']:.3f})."
+        ),
+        (
+            f"RL steps per run: {', '.join(map(str, steps))}. Collapsed: after RL the policy resolves no held-out "
+            "episode, or its held-out passing fraction fell by more than 3x the noise of a difference. Critic EV: "
+            "the explained variance of the critic's values on each fresh batch before it trains on it (PPO only)."
+        ),
+        f"Wall time of the whole comparison so far: {state.get('wall_seconds', 0) / 60:.0f} min.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -275,7 +343,7 @@ def plot(state, ablation: str, path: Path) -> None:
     for name, ov in variants.items():
         for r in _runs_of(state, ov):
             ys = [h.get("t1/resolved_rate", float("nan")) for h in r["history"]]
-            smooth = [statistics.mean(ys[max(0, i - 4): i + 1]) for i in range(len(ys))]
+            smooth = [statistics.mean(ys[max(0, i - 4) : i + 1]) for i in range(len(ys))]
             ax.plot(range(1, len(ys) + 1), smooth, color=colors[name], alpha=0.75, label=f"{name} (seed {r['seed']})")
     ax.set_xlabel("optimizer step (one rollout of 16 episodes)")
     ax.set_ylabel("training batch resolved rate\n(moving average of 5)")
@@ -283,12 +351,22 @@ def plot(state, ablation: str, path: Path) -> None:
     ax.legend(fontsize=7)
     for i, (name, ov) in enumerate(variants.items()):
         for r in _runs_of(state, ov):
-            bx.plot([i - 0.15, i + 0.15], [r["before"]["resolved_rate"], r["after"]["resolved_rate"]], marker="o",
-                    color=colors[name], alpha=0.8)
+            bx.plot(
+                [i - 0.15, i + 0.15],
+                [r["before"]["resolved_rate"], r["after"]["resolved_rate"]],
+                marker="o",
+                color=colors[name],
+                alpha=0.8,
+            )
     if noise["values"]:
         mid = statistics.mean(noise["values"])
-        bx.axhspan(mid - 3 * noise["diff_sd"], mid + 3 * noise["diff_sd"], color="0.5", alpha=0.15,
-                   label="SFT score ± 3 sd of a difference")
+        bx.axhspan(
+            mid - 3 * noise["diff_sd"],
+            mid + 3 * noise["diff_sd"],
+            color="0.5",
+            alpha=0.15,
+            label="SFT score ± 3 sd of a difference",
+        )
         bx.legend(fontsize=7, loc="lower right")
     bx.set_xticks(range(len(variants)), list(variants))
     bx.set_ylabel("held-out resolved rate\nbefore → after RL")

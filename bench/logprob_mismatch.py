@@ -59,8 +59,9 @@ def build_model(name: str):
     if name == "tiny":
         return model, tok
     cfg = dict(MODEL_CONFIG, num_hidden_layers=4, num_experts=32, num_experts_per_tok=4, initializer_range=0.1)
-    config = Qwen3MoeConfig(vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                            bos_token_id=None, **cfg)
+    config = Qwen3MoeConfig(
+        vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None, **cfg
+    )
     torch.manual_seed(1)
     wide = Qwen3MoeForCausalLM(config)
     with torch.no_grad():
@@ -78,8 +79,13 @@ def sample(model, tok, episodes: int, turns: int, max_new_tokens: int):
     from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
 
     engine = HFEngine(copy.deepcopy(model).to(torch.bfloat16), tok)
-    cfg = RolloutConfig(system_prompt="Use ```bash blocks.", max_turns=turns, concurrency=episodes,
-                        return_routed_experts=True, submit_on_limit=False)
+    cfg = RolloutConfig(
+        system_prompt="Use ```bash blocks.",
+        max_turns=turns,
+        concurrency=episodes,
+        return_routed_experts=True,
+        submit_on_limit=False,
+    )
     runner = RolloutRunner(engine, tok, EchoEnv, SamplingParams(max_new_tokens=max_new_tokens, seed=0), cfg)
     return runner.run([EpisodeSpec("echo", i) for i in range(episodes)])
 
@@ -157,8 +163,12 @@ def measure(model, tok, trajs):
             pos = torch.tensor(region[:n])
             pos = pos[pos > 0]
             k = len(pos)
-            add("re-tokenized", live[pos - 1], torch.tensor(turn.routed_experts[:k]),
-                lp[pos - 1] - torch.tensor(turn.logprobs[:k]))
+            add(
+                "re-tokenized",
+                live[pos - 1],
+                torch.tensor(turn.routed_experts[:k]),
+                lp[pos - 1] - torch.tensor(turn.logprobs[:k]),
+            )
     replay.remove()
     return {m: (a / max(t, 1), d / max(n, 1), n) for m, (a, t, d, n) in sums.items()}
 
@@ -176,8 +186,10 @@ def main() -> None:
 
     torch.set_num_threads(2)
     results = []
-    header = (f"{'model':<6} {'turns':>5} {'trainer':>8} {'method':<13} {'routing agree':>13} {'mean |Δlogp|':>12} "
-              f"{'tokens':>7}")
+    header = (
+        f"{'model':<6} {'turns':>5} {'trainer':>8} {'method':<13} {'routing agree':>13} {'mean |Δlogp|':>12} "
+        f"{'tokens':>7}"
+    )
     print(header)
     print("-" * len(header))
     for name in args.models:

@@ -58,7 +58,9 @@ def main() -> None:
         rows.append(_row(f"{name}, network = false", _time_starts(lambda: make(SandboxConfig()), args.n)))
         on = SandboxConfig(network=True)
         real = (egress.install_local, egress.install_docker)
-        egress.install_local = egress.install_docker = lambda *a, **k: None  # both backends call them through the module
+        egress.install_local = egress.install_docker = lambda *a, **k: (
+            None
+        )  # both backends call them through the module
         try:
             rows.append(_row(f"{name}, network = true, no filter", _time_starts(lambda: make(on), args.n)))
         finally:

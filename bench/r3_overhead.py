@@ -24,8 +24,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-
     from logprob_mismatch import EchoEnv
+
     from t1train.engines.base import SamplingParams
     from t1train.engines.hf import HFEngine
     from t1train.models import tiny_moe
@@ -38,10 +38,16 @@ def main() -> None:
     specs = [EpisodeSpec("echo", i) for i in range(args.episodes)]
 
     def rollout(capture: bool):
-        cfg = RolloutConfig(system_prompt="Use ```bash blocks.", max_turns=args.turns, concurrency=args.episodes,
-                            return_routed_experts=capture, submit_on_limit=False)
-        runner = RolloutRunner(engine, tok, EchoEnv, SamplingParams(max_new_tokens=args.max_new_tokens, seed=0,
-                                                                     ignore_eos=True), cfg)
+        cfg = RolloutConfig(
+            system_prompt="Use ```bash blocks.",
+            max_turns=args.turns,
+            concurrency=args.episodes,
+            return_routed_experts=capture,
+            submit_on_limit=False,
+        )
+        runner = RolloutRunner(
+            engine, tok, EchoEnv, SamplingParams(max_new_tokens=args.max_new_tokens, seed=0, ignore_eos=True), cfg
+        )
         c0, t0 = time.process_time(), time.perf_counter()
         trajs = runner.run(specs)
         return (time.perf_counter() - t0, time.process_time() - c0), trajs
@@ -60,7 +66,7 @@ def main() -> None:
 
     # one training step over the captured batch, TRL layout: prompt left-padded, completion right-padded
     prompts = [t.prompt_ids for t in trajs]
-    completions = [t.token_ids()[len(t.prompt_ids):] for t in trajs]
+    completions = [t.token_ids()[len(t.prompt_ids) :] for t in trajs]
     P, C = max(map(len, prompts)), max(map(len, completions))
     ids = torch.full((len(trajs), P + C), tok.pad_token_id)
     attention = torch.zeros_like(ids)
@@ -94,9 +100,11 @@ def main() -> None:
     # CPU time of this process: far less sensitive than wall time to other jobs on a shared machine
     cpu_off, cpu_on = (statistics.median(c for _, c in steps[k]) for k in (False, True))
     tokens = int(attention.sum())
-    print(f"tiny MoE, CPU, {args.episodes} episodes x {args.turns} turns x {args.max_new_tokens} new tokens; "
-          f"step over {len(trajs)} x {P + C} ({tokens} real tokens); medians of {args.repeats} / "
-          f"{2 * args.repeats} interleaved runs\n")
+    print(
+        f"tiny MoE, CPU, {args.episodes} episodes x {args.turns} turns x {args.max_new_tokens} new tokens; "
+        f"step over {len(trajs)} x {P + C} ({tokens} real tokens); medians of {args.repeats} / "
+        f"{2 * args.repeats} interleaved runs\n"
+    )
     header = f"{'phase':<10} {'without R3':>11} {'with R3':>9} {'ratio':>7}"
     print(header)
     print("-" * len(header))

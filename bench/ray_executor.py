@@ -79,11 +79,15 @@ def main() -> None:
         rows.append((workers, t_local, t_ray))
     n = args.episodes
     print(f"oracle, {n} episodes over {len(TASKS)} tasks per run")
-    print(f"{'workers':>7} {'in-process ep/s':>16} {'ray ep/s':>9} {'in-process s/ep':>16} {'ray s/ep':>9} "
-          f"{'ray overhead/ep':>16}")
+    print(
+        f"{'workers':>7} {'in-process ep/s':>16} {'ray ep/s':>9} {'in-process s/ep':>16} {'ray s/ep':>9} "
+        f"{'ray overhead/ep':>16}"
+    )
     for workers, t_local, t_ray in rows:
-        print(f"{workers:>7} {n / t_local:>16.2f} {n / t_ray:>9.2f} {t_local / n * workers:>16.3f} "
-              f"{t_ray / n * workers:>9.3f} {(t_ray - t_local) / n * workers * 1000:>13.0f} ms")
+        print(
+            f"{workers:>7} {n / t_local:>16.2f} {n / t_ray:>9.2f} {t_local / n * workers:>16.3f} "
+            f"{t_ray / n * workers:>9.3f} {(t_ray - t_local) / n * workers * 1000:>13.0f} ms"
+        )
 
 
 if __name__ == "__main__":

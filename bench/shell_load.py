@@ -19,7 +19,6 @@ Prints markdown tables. Memory bounds (not timings) are asserted by ``tests/t1en
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -51,9 +50,19 @@ def huge_output(backend: str, gb: float) -> dict:
         took = time.perf_counter() - t0
         peak, after = leaks.peak_rss_mb(), leaks.rss_mb()
         nxt, *_ = env.step("echo next-ok")
-        return {"backend": backend, "gb": gb, "seconds": took, "rss_before": before, "rss_peak": peak, "rss_after": after,
-                "obs_chars": len(obs), "obs_cap": env.observation_space.max_length, "truncated": info["output_truncated"],
-                "exit_code": info["exit_code"], "next_ok": nxt.strip() == "next-ok"}
+        return {
+            "backend": backend,
+            "gb": gb,
+            "seconds": took,
+            "rss_before": before,
+            "rss_peak": peak,
+            "rss_after": after,
+            "obs_chars": len(obs),
+            "obs_cap": env.observation_space.max_length,
+            "truncated": info["output_truncated"],
+            "exit_code": info["exit_code"],
+            "next_ok": nxt.strip() == "next-ok",
+        }
     finally:
         env.close()
 
@@ -74,8 +83,17 @@ def many_commands(backend: str, n: int) -> dict:
                 rss_1k = leaks.rss_mb()
         env.step("X=still-here")
         final, *_ = env.step("echo $X")
-        return {"backend": backend, "commands": n, "rss_start": rss_start, "rss_1k": rss_1k, "rss_end": leaks.rss_mb(),
-                "p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "total_s": sum(lat), "works_after": final.strip() == "still-here"}
+        return {
+            "backend": backend,
+            "commands": n,
+            "rss_start": rss_start,
+            "rss_1k": rss_1k,
+            "rss_end": leaks.rss_mb(),
+            "p50": pct(lat, 0.5),
+            "p99": pct(lat, 0.99),
+            "total_s": sum(lat),
+            "works_after": final.strip() == "still-here",
+        }
     finally:
         env.close()
 
@@ -97,36 +115,59 @@ def long_episodes(backend: str, turns: int, episodes: int) -> dict:
                     late.append(dt)
     finally:
         env.close()
-    return {"backend": backend, "turns": turns, "episodes": episodes,
-            "early_p50": pct(early, 0.5), "early_p99": pct(early, 0.99), "late_p50": pct(late, 0.5), "late_p99": pct(late, 0.99),
-            "early_n": len(early), "late_n": len(late)}
+    return {
+        "backend": backend,
+        "turns": turns,
+        "episodes": episodes,
+        "early_p50": pct(early, 0.5),
+        "early_p99": pct(early, 0.99),
+        "late_p50": pct(late, 0.5),
+        "late_p99": pct(late, 0.99),
+        "early_n": len(early),
+        "late_n": len(late),
+    }
 
 
 def tables(huge: list[dict], many: list[dict], long: list[dict]) -> str:
     out = []
     if huge:
-        out += ["### 1 GB of output in one command", "",
-                "| backend | output | seconds | RSS before MiB | RSS peak MiB | RSS after MiB | observation chars (cap) | truncated | next command works |",
-                "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+        out += [
+            "### 1 GB of output in one command",
+            "",
+            "| backend | output | seconds | RSS before MiB | RSS peak MiB | RSS after MiB | observation chars (cap) | truncated | next command works |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        ]
         for r in huge:
-            out.append(f"| {r['backend']} | {r['gb']:g} GiB | {r['seconds']:.1f} | {r['rss_before']:.1f} | {r['rss_peak']:.1f} | "
-                       f"{r['rss_after']:.1f} | {r['obs_chars']} ({r['obs_cap']}) | {r['truncated']} | {r['next_ok']} |")
+            out.append(
+                f"| {r['backend']} | {r['gb']:g} GiB | {r['seconds']:.1f} | {r['rss_before']:.1f} | {r['rss_peak']:.1f} | "
+                f"{r['rss_after']:.1f} | {r['obs_chars']} ({r['obs_cap']}) | {r['truncated']} | {r['next_ok']} |"
+            )
         out.append("")
     if many:
-        out += ["### Tiny commands in one episode", "",
-                "| backend | commands | RSS at start MiB | after 1,000 | after all | growth after 1,000 | p50 ms | p99 ms | total s | works after |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        out += [
+            "### Tiny commands in one episode",
+            "",
+            "| backend | commands | RSS at start MiB | after 1,000 | after all | growth after 1,000 | p50 ms | p99 ms | total s | works after |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for r in many:
-            out.append(f"| {r['backend']} | {r['commands']} | {r['rss_start']:.1f} | {r['rss_1k']:.1f} | {r['rss_end']:.1f} | "
-                       f"{r['rss_end'] - r['rss_1k']:+.1f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['total_s']:.1f} | {r['works_after']} |")
+            out.append(
+                f"| {r['backend']} | {r['commands']} | {r['rss_start']:.1f} | {r['rss_1k']:.1f} | {r['rss_end']:.1f} | "
+                f"{r['rss_end'] - r['rss_1k']:+.1f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['total_s']:.1f} | {r['works_after']} |"
+            )
         out.append("")
     if long:
-        out += ["### Round trip early and late in long episodes (env.step('echo ...'), ms)", "",
-                "| backend | turns x episodes | turns 1-10 p50 | turns 1-10 p99 | last 10 turns p50 | last 10 turns p99 | samples |",
-                "|---|---:|---:|---:|---:|---:|---:|"]
+        out += [
+            "### Round trip early and late in long episodes (env.step('echo ...'), ms)",
+            "",
+            "| backend | turns x episodes | turns 1-10 p50 | turns 1-10 p99 | last 10 turns p50 | last 10 turns p99 | samples |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in long:
-            out.append(f"| {r['backend']} | {r['turns']} x {r['episodes']} | {r['early_p50']:.2f} | {r['early_p99']:.2f} | "
-                       f"{r['late_p50']:.2f} | {r['late_p99']:.2f} | {r['early_n']} / {r['late_n']} |")
+            out.append(
+                f"| {r['backend']} | {r['turns']} x {r['episodes']} | {r['early_p50']:.2f} | {r['early_p99']:.2f} | "
+                f"{r['late_p50']:.2f} | {r['late_p99']:.2f} | {r['early_n']} / {r['late_n']} |"
+            )
         out.append("")
     return "\n".join(out)
 

@@ -59,28 +59,67 @@ def _cmd(command: str, timeout: float = COMMAND_TIMEOUT) -> dict:
 
 
 ACTIONS = [
-    ("command", 30, lambda r, mb: [_cmd(r.choice(["ls -la", "pwd; id -u", "echo $RANDOM > x; cat x", "cat /etc/os-release | head -3",
-                                                  "for i in 1 2 3; do echo $i; done", "false", "cd /tmp && touch f && ls", "python3 -c 'print(6*7)'"]))]),
+    (
+        "command",
+        30,
+        lambda r, mb: [
+            _cmd(
+                r.choice(
+                    [
+                        "ls -la",
+                        "pwd; id -u",
+                        "echo $RANDOM > x; cat x",
+                        "cat /etc/os-release | head -3",
+                        "for i in 1 2 3; do echo $i; done",
+                        "false",
+                        "cd /tmp && touch f && ls",
+                        "python3 -c 'print(6*7)'",
+                    ]
+                )
+            )
+        ],
+    ),
     ("timeout", 5, lambda r, mb: [_cmd("sleep 30", 0.3)]),
     ("timeout-ignoring-ctrl-c", 3, lambda r, mb: [_cmd("trap '' INT; sleep 30", 0.3)]),
     ("endless-output-timeout", 2, lambda r, mb: [_cmd("yes", 0.5)]),
     ("huge-output", 2, lambda r, mb: [_cmd(f"yes | head -c {mb}M", 120)]),
     ("binary-output", 4, lambda r, mb: [_cmd("head -c 1M /dev/urandom")]),
-    ("keys-sleep-ctrl-c", 3, lambda r, mb: [{"keys": ["sleep 100", "Enter"], "wait": 0.3}, {"keys": ["C-c"], "wait": 0.3}]),
-    ("keys-repl", 3, lambda r, mb: [{"keys": ["python3", "Enter"], "wait": 1.0}, {"keys": ["print(1+1)", "Enter"], "wait": 0.3},
-                                    {"keys": ["C-d"], "wait": 0.3}]),
+    (
+        "keys-sleep-ctrl-c",
+        3,
+        lambda r, mb: [{"keys": ["sleep 100", "Enter"], "wait": 0.3}, {"keys": ["C-c"], "wait": 0.3}],
+    ),
+    (
+        "keys-repl",
+        3,
+        lambda r, mb: [
+            {"keys": ["python3", "Enter"], "wait": 1.0},
+            {"keys": ["print(1+1)", "Enter"], "wait": 0.3},
+            {"keys": ["C-d"], "wait": 0.3},
+        ],
+    ),
     ("keys-repl-left-running", 2, lambda r, mb: [{"keys": ["python3", "Enter"], "wait": 1.0}, _cmd("echo blocked")]),
     ("ctrl-c", 2, lambda r, mb: [{"keys": ["C-c"], "wait": 0.1}]),
     ("exit", 3, lambda r, mb: [_cmd(r.choice(["exit", "exit 7", "kill -9 $$"]))]),
-    ("background", 8, lambda r, mb: [_cmd(r.choice([
-        "sleep 1000 &",
-        "nohup sleep 1000 >/dev/null 2>&1 &",
-        "setsid sleep 1000 >/dev/null 2>&1 < /dev/null &",
-        "( ( exec sleep 1000 ) & )",
-        "sh -c 'sleep 1000 & sleep 1000 &'",
-        "(trap '' HUP TERM; exec sleep 1000) &",
-        "setsid -f sh -c 'while :; do sleep 1; done' >/dev/null 2>&1",
-    ]))]),
+    (
+        "background",
+        8,
+        lambda r, mb: [
+            _cmd(
+                r.choice(
+                    [
+                        "sleep 1000 &",
+                        "nohup sleep 1000 >/dev/null 2>&1 &",
+                        "setsid sleep 1000 >/dev/null 2>&1 < /dev/null &",
+                        "( ( exec sleep 1000 ) & )",
+                        "sh -c 'sleep 1000 & sleep 1000 &'",
+                        "(trap '' HUP TERM; exec sleep 1000) &",
+                        "setsid -f sh -c 'while :; do sleep 1; done' >/dev/null 2>&1",
+                    ]
+                )
+            )
+        ],
+    ),
 ]
 ENDINGS = [("submit", 40), ("abandon", 20), ("close-mid-episode", 15), ("agent-exception", 15), ("turn-limit", 10)]
 
@@ -176,7 +215,9 @@ class Soak:
 
     def observed(self, obs: str) -> None:
         if not isinstance(obs, str) or len(obs) > self.obs_cap:
-            raise RuntimeError(f"observation out of bounds: {type(obs).__name__} of {len(obs)} chars (cap {self.obs_cap})")
+            raise RuntimeError(
+                f"observation out of bounds: {type(obs).__name__} of {len(obs)} chars (cap {self.obs_cap})"
+            )
         with self.lock:
             self.max_obs = max(self.max_obs, len(obs))
 
@@ -195,11 +236,23 @@ class Soak:
         if done % self.args.sample_every == 0 or done == self.args.episodes:
             s = leaks.snapshot()
             with self.lock:
-                self.curve.append({"episodes": done, "rss_mb": round(s.rss_mb, 1), "threads": s.threads, "fds": s.fds,
-                                   "processes": s.processes, "zombies": s.zombies})
+                self.curve.append(
+                    {
+                        "episodes": done,
+                        "rss_mb": round(s.rss_mb, 1),
+                        "threads": s.threads,
+                        "fds": s.fds,
+                        "processes": s.processes,
+                        "zombies": s.zombies,
+                    }
+                )
             if not self.args.quiet:
-                print(f"  {done}/{self.args.episodes} episodes, RSS {s.rss_mb:.1f} MiB, {s.threads} threads, "
-                      f"{s.fds} fds, {s.processes} processes", file=sys.stderr, flush=True)
+                print(
+                    f"  {done}/{self.args.episodes} episodes, RSS {s.rss_mb:.1f} MiB, {s.threads} threads, "
+                    f"{s.fds} fds, {s.processes} processes",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def run_threads(self, n: int, target, *a) -> None:
         threads = [threading.Thread(target=target, args=(i, *a), name=f"soak-{i}") for i in range(n)]
@@ -293,7 +346,9 @@ def report(soak: Soak, cold, before, after, wall: float, isolated: bool) -> str:
     out.append(f"| wall time | {wall:.0f} s ({a.episodes / wall:.2f} episodes/s) |")
     for name, _ in ENDINGS + [("error", 0)]:
         out.append(f"| episodes ending by {name} | {soak.endings.get(name, 0)} |")
-    out.append(f"| actions | {sum(soak.actions.values())} ({', '.join(f'{k} {v}' for k, v in sorted(soak.actions.items()))}) |")
+    out.append(
+        f"| actions | {sum(soak.actions.values())} ({', '.join(f'{k} {v}' for k, v in sorted(soak.actions.items()))}) |"
+    )
     out.append(f"| largest observation | {soak.max_obs} chars (cap {soak.obs_cap}) |")
     out.append(f"| driver in cgroups of its own | {'yes' if isolated else 'no (cgroup counts not attributable)'} |")
     out += ["", "| resource | cold start | before (after warm-up) | after | leaked |", "|---|---:|---:|---:|---:|"]
@@ -301,20 +356,34 @@ def report(soak: Soak, cold, before, after, wall: float, isolated: bool) -> str:
     for key, label in ROWS:
         c, b, f = getattr(cold, key), getattr(before, key), getattr(after, key)
         leak = lk.get(key)
-        cell = "" if key not in leaks.Snapshot.LEAK_KINDS else ("n/a" if leak is None else (f"**{leak}**" if leak > 0 else "0"))
+        cell = (
+            ""
+            if key not in leaks.Snapshot.LEAK_KINDS
+            else ("n/a" if leak is None else (f"**{leak}**" if leak > 0 else "0"))
+        )
         out.append(f"| {label} | {_fmt(c)} | {_fmt(b)} | {_fmt(f)} | {cell} |")
-    out += ["", f"RSS curve (sampled every {a.sample_every} episodes):", "",
-            "| episodes | RSS MiB | threads | fds | processes in tree |", "|---:|---:|---:|---:|---:|"]
+    out += [
+        "",
+        f"RSS curve (sampled every {a.sample_every} episodes):",
+        "",
+        "| episodes | RSS MiB | threads | fds | processes in tree |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     step = max(1, len(soak.curve) // 20)
     shown = soak.curve[::step] + ([soak.curve[-1]] if soak.curve and (len(soak.curve) - 1) % step else [])
     for p in shown:
         out.append(f"| {p['episodes']} | {p['rss_mb']} | {p['threads']} | {p['fds']} | {p['processes']} |")
     if soak.curve:
         first, last = soak.curve[0], soak.curve[-1]
-        out += ["", (f"RSS {first['rss_mb']} MiB after {first['episodes']} episodes, {last['rss_mb']} MiB after "
-                     f"{last['episodes']} ({last['rss_mb'] - first['rss_mb']:+.1f} MiB); peak {leaks.peak_rss_mb():.1f} MiB; "
-                     f"at the end {after.rss_mb:.1f} MiB, {soak.trimmed_rss:.1f} MiB once malloc_trim(0) returned free heap "
-                     f"(before: {before.rss_mb:.1f} MiB).")]
+        out += [
+            "",
+            (
+                f"RSS {first['rss_mb']} MiB after {first['episodes']} episodes, {last['rss_mb']} MiB after "
+                f"{last['episodes']} ({last['rss_mb'] - first['rss_mb']:+.1f} MiB); peak {leaks.peak_rss_mb():.1f} MiB; "
+                f"at the end {after.rss_mb:.1f} MiB, {soak.trimmed_rss:.1f} MiB once malloc_trim(0) returned free heap "
+                f"(before: {before.rss_mb:.1f} MiB)."
+            ),
+        ]
     if soak.errors:
         out += ["", f"{len(soak.errors)} episodes failed with an error; first: `{soak.errors[0].splitlines()[0]}`"]
     return "\n".join(out) + "\n"
@@ -328,7 +397,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sample-every", type=int, default=0, help="RSS sample every K episodes (default: episodes/20)")
     ap.add_argument("--huge-mb", type=int, default=50, help="MiB printed by the huge-output action")
-    ap.add_argument("--tasks", type=int, default=12, help="built-in tasks in the mix (plus 2 instances of every family)")
+    ap.add_argument(
+        "--tasks", type=int, default=12, help="built-in tasks in the mix (plus 2 instances of every family)"
+    )
     ap.add_argument("--settle", type=float, default=30.0, help="seconds to wait for background clean-up at the end")
     ap.add_argument("--json", help="write the numbers (snapshots, leaks, RSS curve, errors) here")
     ap.add_argument("--markdown", help="also write the tables here")
@@ -366,12 +437,27 @@ def main() -> None:
     if args.markdown:
         Path(args.markdown).write_text(table)
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "args": vars(args), "wall_s": wall, "isolated": isolated, "endings": dict(soak.endings),
-            "actions": dict(soak.actions), "max_observation": soak.max_obs, "observation_cap": soak.obs_cap,
-            "cold": cold.as_dict(), "before": before.as_dict(), "after": after.as_dict(),
-            "leaks": after.leaks(before), "rss_after_trim_mb": soak.trimmed_rss, "curve": soak.curve, "errors": soak.errors,
-        }, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "args": vars(args),
+                    "wall_s": wall,
+                    "isolated": isolated,
+                    "endings": dict(soak.endings),
+                    "actions": dict(soak.actions),
+                    "max_observation": soak.max_obs,
+                    "observation_cap": soak.obs_cap,
+                    "cold": cold.as_dict(),
+                    "before": before.as_dict(),
+                    "after": after.as_dict(),
+                    "leaks": after.leaks(before),
+                    "rss_after_trim_mb": soak.trimmed_rss,
+                    "curve": soak.curve,
+                    "errors": soak.errors,
+                },
+                indent=1,
+            )
+        )
     leftover = os.listdir(tmp_root)
     if leftover:
         print(f"left in {tmp_root}: {leftover[:10]}", file=sys.stderr)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from t1env.resources import data_dir
 
-ROMAN = '''
+ROMAN = """
 def to_roman(n):
     if type(n) is not int or not 1 <= n <= 3999:
         raise ValueError(n)
@@ -34,7 +34,7 @@ def to_roman(n):
             out.append(s)
             n -= v
     return "".join(out)
-'''
+"""
 
 
 def load(path: Path, name: str):
@@ -68,8 +68,11 @@ def row(what: str, measured: tuple[list[float], float], unit: float, label: str)
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--python", default="/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable,
-                    help="the child's interpreter (default: Debian's, the local backend's sandbox python3)")
+    ap.add_argument(
+        "--python",
+        default="/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable,
+        help="the child's interpreter (default: Debian's, the local backend's sandbox python3)",
+    )
     args = ap.parse_args()
     print(f"child interpreter: {args.python}")
     t1check = load(data_dir("verifiers") / "t1check.py", "t1check")
@@ -87,8 +90,10 @@ def main() -> None:
 
         started = timed(start_close, args.rounds)
         rows.append(row("t1check: start, one call, close", started, 1e-3, "ms"))
-        for what, fn, per in [("t1check: one call", lambda m: m.to_roman(1994), 1),
-                              ("t1check: map over 3999 inputs, per input", lambda m: m.map("to_roman", ns), len(ns))]:
+        for what, fn, per in [
+            ("t1check: one call", lambda m: m.to_roman(1994), 1),
+            ("t1check: map over 3999 inputs, per input", lambda m: m.map("to_roman", ns), len(ns)),
+        ]:
             c0 = cpu()
             with t1check.agent_module(str(path), python=args.python) as m:
                 walls, _ = timed(lambda: fn(m), args.rounds * 10, per)

@@ -38,8 +38,10 @@ def main() -> None:
         ("greedy", SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)),
     ]
     print(f"task {args.task}, {args.episodes} episodes x up to {args.max_turns} turns, tiny MoE on CPU\n")
-    header = f"{'sampling':<18} {'turns':>6} {'sampled':>8} {'TITO drift':>11} {'re-tok drift':>13} " \
-             f"{'re-tok turns':>13} {'time':>7}"
+    header = (
+        f"{'sampling':<18} {'turns':>6} {'sampled':>8} {'TITO drift':>11} {'re-tok drift':>13} "
+        f"{'re-tok turns':>13} {'time':>7}"
+    )
     print(header)
     print("-" * len(header))
     for name, sampling in settings:
@@ -49,9 +51,11 @@ def main() -> None:
         t0 = time.monotonic()
         trajs = runner.run([EpisodeSpec(args.task, i) for i in range(args.episodes)])
         m = rollout_metrics(trajs, tok)
-        print(f"{name:<18} {m['assistant_turns']:>6} {m['loss_tokens']:>8} {m['tito_drift_tokens']:>11} "
-              f"{m['retokenize_drift_tokens']:>13} {m['retokenize_drift_turns']:>6}/{m['assistant_turns']:<6} "
-              f"{time.monotonic() - t0:>6.1f}s")
+        print(
+            f"{name:<18} {m['assistant_turns']:>6} {m['loss_tokens']:>8} {m['tito_drift_tokens']:>11} "
+            f"{m['retokenize_drift_tokens']:>13} {m['retokenize_drift_turns']:>6}/{m['assistant_turns']:<6} "
+            f"{time.monotonic() - t0:>6.1f}s"
+        )
 
 
 if __name__ == "__main__":

@@ -38,26 +38,49 @@ def make_episodes(tokenizer, batch: int):
     eos = tokenizer.eos_token_id
     out = []
     for i in range(batch):
-        messages = [{"role": "system", "content": "Act in the shell."},
-                    {"role": "user", "content": f"Create two empty files in /app: f{i}.txt and g{i}.txt."}]
+        messages = [
+            {"role": "system", "content": "Act in the shell."},
+            {"role": "user", "content": f"Create two empty files in /app: f{i}.txt and g{i}.txt."},
+        ]
         prompt = tito.prompt_ids(messages)
         turn0 = tokenizer.encode(f"```bash\ntouch f{i}.txt g{i}.txt\n```") + [eos]
         bridge = tito.encode("\n<|im_start|>user\n[exit code: 0]<|im_end|>\n<|im_start|>assistant\n")
         turn1 = tokenizer.encode("SUBMIT") + [eos]
         gen = torch.Generator().manual_seed(i)
         lp = lambda n: (-torch.rand(n, generator=gen)).tolist()  # noqa: E731
-        turns = [Turn(len(prompt), turn0, lp(len(turn0)), "stop", bridge_ids=bridge),
-                 Turn(len(prompt) + len(turn0) + len(bridge), turn1, lp(len(turn1)), "stop")]
+        turns = [
+            Turn(len(prompt), turn0, lp(len(turn0)), "stop", bridge_ids=bridge),
+            Turn(len(prompt) + len(turn0) + len(bridge), turn1, lp(len(turn1)), "stop"),
+        ]
         reward = float(i % 4)
-        out.append(Trajectory("bench", i, prompt, turns, reward=reward, termination="submit",
-                              checks={"passed": reward, "total": 3, "resolved": reward == 3}))
+        out.append(
+            Trajectory(
+                "bench",
+                i,
+                prompt,
+                turns,
+                reward=reward,
+                termination="submit",
+                checks={"passed": reward, "total": 3, "resolved": reward == 3},
+            )
+        )
     return out
 
 
 def common(batch, steps, out):
-    return dict(output_dir=out, per_device_train_batch_size=batch, num_generations=4, max_steps=steps,
-                learning_rate=1e-5, save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
-                bf16=False, seed=0)
+    return dict(
+        output_dir=out,
+        per_device_train_batch_size=batch,
+        num_generations=4,
+        max_steps=steps,
+        learning_rate=1e-5,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=1,
+        disable_tqdm=True,
+        bf16=False,
+        seed=0,
+    )
 
 
 def timed(trainer) -> list[tuple[float, float]]:
@@ -84,11 +107,13 @@ def time_trl(model, tokenizer, episodes, batch, steps, out) -> list[tuple[float,
     def rollout_func(prompts, trainer):
         trajs = [by_prompt[p] for p in prompts]
         n = [len(t.prompt_ids) for t in trajs]
-        return {"prompt_ids": [t.prompt_ids for t in trajs],
-                "completion_ids": [t.token_ids()[k:] for t, k in zip(trajs, n)],
-                "logprobs": [t.sampler_logprobs()[k:] for t, k in zip(trajs, n)],
-                "env_mask": [t.loss_mask()[k:] for t, k in zip(trajs, n)],
-                "episode_reward": [t.reward for t in trajs]}
+        return {
+            "prompt_ids": [t.prompt_ids for t in trajs],
+            "completion_ids": [t.token_ids()[k:] for t, k in zip(trajs, n)],
+            "logprobs": [t.sampler_logprobs()[k:] for t, k in zip(trajs, n)],
+            "env_mask": [t.loss_mask()[k:] for t, k in zip(trajs, n)],
+            "episode_reward": [t.reward for t in trajs],
+        }
 
     def reward(episode_reward, **kw):
         return episode_reward
@@ -107,8 +132,14 @@ def time_trl(model, tokenizer, episodes, batch, steps, out) -> list[tuple[float,
         return rollout_func(keys, trainer)
 
     args = GRPOConfig(**common(batch, steps, out))
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=datasets.Dataset.from_list(rows),
-                          processing_class=tokenizer, rollout_func=rollout_groups)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=datasets.Dataset.from_list(rows),
+        processing_class=tokenizer,
+        rollout_func=rollout_groups,
+    )
     trainer.remove_callback(PrinterCallback)
     record = timed(trainer)
     trainer.train()
@@ -118,8 +149,7 @@ def time_trl(model, tokenizer, episodes, batch, steps, out) -> list[tuple[float,
 def time_t1(model, tokenizer, episodes, batch, steps, out, **kw) -> list[tuple[float, float]]:
     from t1train.trainer import T1Config, T1Trainer
 
-    args = T1Config(**common(batch, steps, out), tasks=["bench"], train_seeds=list(range(len(episodes) // 4)),
-                    **kw)
+    args = T1Config(**common(batch, steps, out), tasks=["bench"], train_seeds=list(range(len(episodes) // 4)), **kw)
     trainer = T1Trainer(model, args, processing_class=tokenizer, engine=object(), make_env=lambda t: None)
     cursor = {"i": 0}
 
@@ -151,8 +181,9 @@ def main() -> None:
     episodes = make_episodes(tokenizer, args.batch)
     variants = {
         "trl GRPOTrainer": lambda m, o: time_trl(m, tokenizer, episodes, args.batch, args.steps, o),
-        "t1 grpo, no IS": lambda m, o: time_t1(m, tokenizer, episodes, args.batch, args.steps, o, algorithm="grpo",
-                                               off_policy_correction="none"),
+        "t1 grpo, no IS": lambda m, o: time_t1(
+            m, tokenizer, episodes, args.batch, args.steps, o, algorithm="grpo", off_policy_correction="none"
+        ),
         "t1 grpo + IS": lambda m, o: time_t1(m, tokenizer, episodes, args.batch, args.steps, o, algorithm="grpo"),
         "t1 ppo + IS": lambda m, o: time_t1(m, tokenizer, episodes, args.batch, args.steps, o, algorithm="ppo"),
     }
@@ -165,9 +196,11 @@ def main() -> None:
     ref_wall = statistics.median(w for w, _ in times["trl GRPOTrainer"])
     ref_cpu = statistics.median(c for _, c in times["trl GRPOTrainer"])
     tokens = sum(len(t.token_ids()) for t in episodes) / len(episodes)
-    print(f"tiny MoE, {args.batch} episodes/step, ~{tokens:.0f} tokens each, {args.threads} thread(s), "
-          f"median of {len(times['trl GRPOTrainer'])} steps per variant")
-    print(f"| variant | wall (ms) | vs TRL | CPU (ms) | vs TRL |")
+    print(
+        f"tiny MoE, {args.batch} episodes/step, ~{tokens:.0f} tokens each, {args.threads} thread(s), "
+        f"median of {len(times['trl GRPOTrainer'])} steps per variant"
+    )
+    print("| variant | wall (ms) | vs TRL | CPU (ms) | vs TRL |")
     print("|---|---:|---:|---:|---:|")
     for name, ts in times.items():
         wall = statistics.median(w for w, _ in ts)

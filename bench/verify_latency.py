@@ -83,8 +83,10 @@ def runtime_runs(old: Path, n: int) -> None:
             for which, script, extra in (("old", "old.py", []), ("new", "run_checks.py", ["--checks", checks])):
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
-                r = subprocess.run([py, "-I", "-B", str(d / script), "--pytest-zip", str(d / "pytest.zip"), *extra,
-                                    str(d / "tests")], capture_output=True)
+                r = subprocess.run(
+                    [py, "-I", "-B", str(d / script), "--pytest-zip", str(d / "pytest.zip"), *extra, str(d / "tests")],
+                    capture_output=True,
+                )
                 wall = time.perf_counter() - t0
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 passed = r.stdout.count(b'"when": "call", "outcome": "passed"')
@@ -111,8 +113,10 @@ def main() -> None:
     if args.runtime:
         return runtime_runs(args.runtime, args.runs)
     print(f"t1env from {t1env.__file__}")
-    print("\n| backend | task | checks | submit ms (min / median / max) | verify_duration ms (min / median / max) "
-          "| runs |")
+    print(
+        "\n| backend | task | checks | submit ms (min / median / max) | verify_duration ms (min / median / max) "
+        "| runs |"
+    )
     print("|---|---|---:|---|---|---:|")
     for backend in args.backends.split(","):
         step, inner, total = runs(backend, args.task, args.runs)

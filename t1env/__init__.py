@@ -32,4 +32,14 @@ if ENV_ID not in gym.registry:
     # nondeterministic: a real shell's timings (and anything a task prints about them) vary.
     gym.register(id=ENV_ID, entry_point="t1env.env:TerminalEnv", nondeterministic=True)
 
-__all__ = ["ENV_ID", "Task", "TaskError", "TerminalEnv", "VerifyResult", "get_task", "list_tasks", "load_task", "verify"]
+__all__ = [
+    "ENV_ID",
+    "Task",
+    "TaskError",
+    "TerminalEnv",
+    "VerifyResult",
+    "get_task",
+    "list_tasks",
+    "load_task",
+    "verify",
+]

@@ -28,8 +28,9 @@ def typed_script(script: str) -> str:
         >>> typed_script("#!/bin/bash\nset -euo pipefail\n\ncd /app\nls\n")
         'cd /app\nls'
     """
-    keep = [ln for ln in script.splitlines()
-            if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)]
+    keep = [
+        ln for ln in script.splitlines() if ln.strip() and not ln.startswith("#!") and not re.match(r"\s*set -", ln)
+    ]
     return "\n".join(keep)
 
 

@@ -30,8 +30,17 @@ def seed_rows() -> list[dict]:
     rows = []
     for pkg in _packages_in(builtin_tasks_dir()):
         t = load_task(pkg)
-        rows.append({"id": t.id, "category": t.spec.category, "difficulty": t.spec.difficulty, "split": split_of(t.id),
-                     "checks": len(t.declared_checks()), "oracle_commands": oracle_command_count(t), "title": t.spec.title})
+        rows.append(
+            {
+                "id": t.id,
+                "category": t.spec.category,
+                "difficulty": t.spec.difficulty,
+                "split": split_of(t.id),
+                "checks": len(t.declared_checks()),
+                "oracle_commands": oracle_command_count(t),
+                "title": t.spec.title,
+            }
+        )
     return rows
 
 
@@ -39,13 +48,16 @@ def family_rows() -> list[dict]:
     rows = []
     for fam in FAMILIES.values():
         tasks = [load_task(materialize(fam.name, s)) for s in FAMILY_SAMPLE]
-        rows.append({
-            "family": fam.name, "category": fam.category,
-            "difficulty": "/".join(d for d in DIFFICULTIES if any(t.spec.difficulty == d for t in tasks)),
-            "checks": _span([len(t.declared_checks()) for t in tasks]),
-            "oracle_commands": _span([oracle_command_count(t) for t in tasks]),
-            "description": fam.description,
-        })
+        rows.append(
+            {
+                "family": fam.name,
+                "category": fam.category,
+                "difficulty": "/".join(d for d in DIFFICULTIES if any(t.spec.difficulty == d for t in tasks)),
+                "checks": _span([len(t.declared_checks()) for t in tasks]),
+                "oracle_commands": _span([oracle_command_count(t) for t in tasks]),
+                "description": fam.description,
+            }
+        )
     return rows
 
 
@@ -83,8 +95,10 @@ def render() -> str:
     ]
     for r in seeds:
         title = r["title"].replace("|", "\\|")
-        out.append(f"| `{r['id']}` | {r['category']} | {r['difficulty']} | {r['split']} | {r['checks']} "
-                   f"| {r['oracle_commands']} | {title} |")
+        out.append(
+            f"| `{r['id']}` | {r['category']} | {r['difficulty']} | {r['split']} | {r['checks']} "
+            f"| {r['oracle_commands']} | {title} |"
+        )
     out += [
         "",
         "## Task families",
@@ -97,8 +111,10 @@ def render() -> str:
         "|---|---|---|---:|---:|---|",
     ]
     for r in fams:
-        out.append(f"| `{r['family']}` | {r['category']} | {r['difficulty']} | {r['checks']} | {r['oracle_commands']} "
-                   f"| {r['description']} |")
+        out.append(
+            f"| `{r['family']}` | {r['category']} | {r['difficulty']} | {r['checks']} | {r['oracle_commands']} "
+            f"| {r['description']} |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -31,12 +31,25 @@ from pathlib import Path
 
 from t1env.task import Task
 
-FIX = ("the agent's code would run in the check's process: call it in a child process with t1check "
-       "(docs/authoring.md, \"Checks that call the agent's code\")")
+FIX = (
+    "the agent's code would run in the check's process: call it in a child process with t1check "
+    '(docs/authoring.md, "Checks that call the agent\'s code")'
+)
 
-_PATH_LOADERS = {"spec_from_file_location", "SourceFileLoader", "SourcelessFileLoader", "ExtensionFileLoader",
-                 "run_path", "run_module", "load_source", "load_compiled", "load_dynamic", "CDLL", "LoadLibrary",
-                 "addsitedir"}
+_PATH_LOADERS = {
+    "spec_from_file_location",
+    "SourceFileLoader",
+    "SourcelessFileLoader",
+    "ExtensionFileLoader",
+    "run_path",
+    "run_module",
+    "load_source",
+    "load_compiled",
+    "load_dynamic",
+    "CDLL",
+    "LoadLibrary",
+    "addsitedir",
+}
 _CODE_RUNNERS = {"exec", "eval", "compile"}
 _IMPORTERS = {"__import__", "import_module"}
 _PATH_EDITS = {"insert", "append", "extend"}
@@ -98,8 +111,13 @@ def _call_problem(node: ast.Call, shipped: set[str], here: set[str]) -> str | No
         if not any(_mentions_file(a, here) for a in node.args):
             return f"sys.path.{name}() of a folder other than the tests'"
         return None
-    if name in ("CDLL", "LoadLibrary") and (first is None or _literal_str(first) and not first.value.startswith("/")
-                                            or isinstance(first, ast.Constant) and first.value is None):
+    if name in ("CDLL", "LoadLibrary") and (
+        first is None
+        or _literal_str(first)
+        and not first.value.startswith("/")
+        or isinstance(first, ast.Constant)
+        and first.value is None
+    ):
         return None  # a library by name from the system's folders (or the process itself: CDLL(None))
     if name == "run_module" and first is not None and _literal_str(first) and first.value.split(".")[0] not in shipped:
         return None
@@ -120,8 +138,12 @@ def _call_problem(node: ast.Call, shipped: set[str], here: set[str]) -> str | No
 
 
 def _is_sys_path(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
-            and node.value.id == "sys")
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
 
 
 def _mentions_file(node: ast.AST, here: set[str]) -> bool:
@@ -135,8 +157,13 @@ def _file_derived_names(tree: ast.AST) -> set[str]:
     assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
     names: set[str] = set()
     while True:
-        more = {t.id for a in assigns if _mentions_file(a.value, names)
-                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)}
+        more = {
+            t.id
+            for a in assigns
+            if _mentions_file(a.value, names)
+            for t in (a.targets if isinstance(a, ast.Assign) else [a.target])
+            if isinstance(t, ast.Name)
+        }
         if more <= names:
             return names
         names |= more

@@ -1,15 +1,15 @@
 """The ``t1env`` command: list, show, run, validate, scaffold and clean up tasks.
 
-    t1env list [--split train|test] [--json]
-    t1env show ID                       (ID: a task id, a path, or a family instance FAMILY@SEED)
-    t1env run ID [--agent oracle|nop|human] [--backend local|docker] [--reward-mode count|fraction|binary] [--json]
-    t1env validate PATH... | --all [--runs N] [--jobs N] [--backend ...] [--no-exploits] [-v] [--json]
-    t1env new ID [--dir DIR]
-    t1env gc
-    t1env catalog                       (the markdown of docs/tasks.md)
-    t1env decontam --against PATH [--threshold X] [--n N] [--family-seeds K] [--json]
-    t1env eval TASK... [--agent ...] [--attempts K] [--concurrency N] [--out DIR | --resume DIR]  (docs/evaluation.md)
-    t1env report DIR [DIR_B]
+t1env list [--split train|test] [--json]
+t1env show ID                       (ID: a task id, a path, or a family instance FAMILY@SEED)
+t1env run ID [--agent oracle|nop|human] [--backend local|docker] [--reward-mode count|fraction|binary] [--json]
+t1env validate PATH... | --all [--runs N] [--jobs N] [--backend ...] [--no-exploits] [-v] [--json]
+t1env new ID [--dir DIR]
+t1env gc
+t1env catalog                       (the markdown of docs/tasks.md)
+t1env decontam --against PATH [--threshold X] [--n N] [--family-seeds K] [--json]
+t1env eval TASK... [--agent ...] [--attempts K] [--concurrency N] [--out DIR | --resume DIR]  (docs/evaluation.md)
+t1env report DIR [DIR_B]
 """
 
 from __future__ import annotations
@@ -60,10 +60,12 @@ VERIFIER_MODE_NOTES = {
 # What `t1env show` says about a check that loads the agent's code into its own process (docs/sandbox.md).
 AGENT_CODE_NOTES = {
     "refuse": "refused (each check runs in a process of its own; an import of the agent's code there fails and is a "
-              "tamper event: call it through t1check)",
-    "record": ("allowed and recorded (an imported task: its checks may import the agent's code into the check's "
-               "process, where that code can set the check's own result but no other; "
-               "info['checks_trusting_agent_code'] names them)"),
+    "tamper event: call it through t1check)",
+    "record": (
+        "allowed and recorded (an imported task: its checks may import the agent's code into the check's "
+        "process, where that code can set the check's own result but no other; "
+        "info['checks_trusting_agent_code'] names them)"
+    ),
 }
 
 console = Console(soft_wrap=True)
@@ -88,8 +90,17 @@ def _cmd_list(args) -> int:
     fams = []
     for fam in FAMILIES.values():
         t = get_task(fam.instance_id(0))
-        fams.append({"id": f"{fam.name}@SEED", "kind": "family", "category": fam.category, "difficulty": fam.difficulty,
-                     "checks": len(t.declared_checks()), "split": "s%5==0: test", "title": fam.description})
+        fams.append(
+            {
+                "id": f"{fam.name}@SEED",
+                "kind": "family",
+                "category": fam.category,
+                "difficulty": fam.difficulty,
+                "checks": len(t.declared_checks()),
+                "split": "s%5==0: test",
+                "title": fam.description,
+            }
+        )
     if args.json:
         print(json.dumps(rows + fams, indent=2))
         return 0
@@ -115,14 +126,19 @@ def _cmd_show(args) -> int:
     instance = parse_instance_id(args.task)
     split = split_of_seed(instance[1]) if instance else split_of(s.id, pkg=t.path)
     # every value from the package is escaped: a category like "[/]" is text, not rich markup
-    console.print(f"category {escape(s.category)} · difficulty {s.difficulty} · split {split} · "
-                  f"tags {escape(', '.join(s.tags)) or '-'}")
+    console.print(
+        f"category {escape(s.category)} · difficulty {s.difficulty} · split {split} · "
+        f"tags {escape(', '.join(s.tags)) or '-'}"
+    )
     console.print(f"path {escape(str(t.path))}")
     if t.origin is not None:
         o = t.origin
-        console.print(f"format {o.format} · verifier {o.verifier}" + (f" ({o.script})" if o.script else "")
-                      + (f" · eval-only: {escape(o.eval_only)}" if o.eval_only else "")
-                      + (f" · steps {', '.join(st.origin.step_name for st in o.steps)}" if o.steps else ""))
+        console.print(
+            f"format {o.format} · verifier {o.verifier}"
+            + (f" ({o.script})" if o.script else "")
+            + (f" · eval-only: {escape(o.eval_only)}" if o.eval_only else "")
+            + (f" · steps {', '.join(st.origin.step_name for st in o.steps)}" if o.steps else "")
+        )
         for n in o.notes:
             console.print(f"  note: {escape(n)}")
         if o.local_problem:
@@ -162,8 +178,13 @@ def _cmd_run(args) -> int:
         env.close()
     info = ep.info
     if args.json:
-        out = {k: info[k] for k in ("task_id", "checks", "passed", "total", "resolved", "verifier_error", "end_reason", "elapsed")}
-        out.update(reward=ep.reward, reward_mode=args.reward_mode, agent=args.agent, backend=args.backend, turns=ep.turns)
+        out = {
+            k: info[k]
+            for k in ("task_id", "checks", "passed", "total", "resolved", "verifier_error", "end_reason", "elapsed")
+        }
+        out.update(
+            reward=ep.reward, reward_mode=args.reward_mode, agent=args.agent, backend=args.backend, turns=ep.turns
+        )
         print(json.dumps(out, indent=2))
     else:
         console.print(_checks_table(info))
@@ -190,8 +211,12 @@ def _cmd_validate(args) -> int:
     with console.status(f"validating {len(refs)} task(s) with {args.jobs} job(s)") if not args.json else _null():
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             exploit_jobs = max(1, args.jobs // len(refs))  # spare workers play one task's exploits at once
-            for v in pool.map(lambda r: validate_task(r, backend=args.backend, runs=runs, exploits=args.exploits,
-                                                      exploit_jobs=exploit_jobs), refs):
+            for v in pool.map(
+                lambda r: validate_task(
+                    r, backend=args.backend, runs=runs, exploits=args.exploits, exploit_jobs=exploit_jobs
+                ),
+                refs,
+            ):
                 results.append(v)
                 if not args.json:
                     mark = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
@@ -281,8 +306,11 @@ def test_todo_third_outcome():
 
 def _cmd_new(args) -> int:
     if not re.fullmatch(TASK_ID_PATTERN, args.id) or len(args.id) > 80:
-        err_console.print(f"t1env new: {escape(repr(args.id))} is not a task id: lower-case letters, digits, '.', '_' "
-                          "and '-', starting with a letter or digit, at most 80 characters", highlight=False)
+        err_console.print(
+            f"t1env new: {escape(repr(args.id))} is not a task id: lower-case letters, digits, '.', '_' "
+            "and '-', starting with a letter or digit, at most 80 characters",
+            highlight=False,
+        )
         return 2
     root = Path(args.dir) / args.id
     if root.exists():
@@ -334,12 +362,16 @@ def _cmd_decontam(args) -> int:
         for col in ("ours", "theirs", "part", "shared", "containment", "jaccard"):
             table.add_column(col, overflow="fold")
         for m in matches:
-            table.add_row(escape(m.ours), escape(m.theirs), m.part, str(m.shared), f"{m.containment:.2f}", f"{m.jaccard:.2f}")
+            table.add_row(
+                escape(m.ours), escape(m.theirs), m.part, str(m.shared), f"{m.containment:.2f}", f"{m.jaccard:.2f}"
+            )
         if matches:
             console.print(table)
         n_ours, n_theirs = len({d.task for d in ours}), len({d.task for d in theirs})
-        console.print(f"compared {n_ours} of our tasks with {n_theirs} task(s) under {escape(args.against)}: "
-                      + (f"[red]{len(matches)} overlapping pair(s)[/red]" if matches else "[green]no overlap[/green]"))
+        console.print(
+            f"compared {n_ours} of our tasks with {n_theirs} task(s) under {escape(args.against)}: "
+            + (f"[red]{len(matches)} overlapping pair(s)[/red]" if matches else "[green]no overlap[/green]")
+        )
     return 1 if matches else 0
 
 
@@ -364,9 +396,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="t1env", description="t1 terminal environments: tasks, sandboxes, verifiers.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
-                        help="another folder of task packages (t1, Terminal-Bench or Harbor layout); repeatable")
-    common.add_argument("--image-map", metavar="FILE", help="TOML map of public image = local image (sets T1ENV_IMAGE_MAP)")
+    common.add_argument(
+        "--tasks-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another folder of task packages (t1, Terminal-Bench or Harbor layout); repeatable",
+    )
+    common.add_argument(
+        "--image-map", metavar="FILE", help="TOML map of public image = local image (sets T1ENV_IMAGE_MAP)"
+    )
 
     p = sub.add_parser("list", help="list the known tasks", parents=[common])
     p.add_argument("--split", choices=["train", "test"])
@@ -387,18 +426,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(fn=_cmd_run)
 
-    p = sub.add_parser("validate", help="check tasks: oracle full marks, no-op less, deterministic verifier, no exploit "
-                       "earns more than one check over the no-op", parents=[common])
+    p = sub.add_parser(
+        "validate",
+        help="check tasks: oracle full marks, no-op less, deterministic verifier, no exploit "
+        "earns more than one check over the no-op",
+        parents=[common],
+    )
     p.add_argument("paths", nargs="*", help="task folders (or ids)")
     p.add_argument("--all", action="store_true", help="every known task and the calibration seeds of every family")
-    p.add_argument("--runs", type=at_least_one, default=None,
-                   help="oracle runs per task, results must be identical (default 2; 3 with --all)")
-    p.add_argument("--jobs", type=at_least_one, default=max(1, (os.cpu_count() or 2)),
-                   help="tasks validated in parallel")
+    p.add_argument(
+        "--runs",
+        type=at_least_one,
+        default=None,
+        help="oracle runs per task, results must be identical (default 2; 3 with --all)",
+    )
+    p.add_argument(
+        "--jobs", type=at_least_one, default=max(1, (os.cpu_count() or 2)), help="tasks validated in parallel"
+    )
     p.add_argument("--backend", choices=BACKENDS, default="local")
-    p.add_argument("--exploits", action=argparse.BooleanOptionalAction, default=True,
-                   help="play the exploit gate: generic shortcuts that must not earn more than one check over the "
-                        "no-op agent (default: on; --no-exploits skips it)")
+    p.add_argument(
+        "--exploits",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="play the exploit gate: generic shortcuts that must not earn more than one check over the "
+        "no-op agent (default: on; --no-exploits skips it)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print what every exploit earned, per check")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_validate)
@@ -416,7 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("decontam", help="list our tasks that overlap another task corpus (word n-grams); exit 1 if any")
     p.add_argument("--against", required=True, help="folder of task folders (Terminal-Bench, Harbor or t1 layout)")
-    p.add_argument("--threshold", type=float, default=0.3, help="containment (shared / smaller text's n-grams) to report")
+    p.add_argument(
+        "--threshold", type=float, default=0.3, help="containment (shared / smaller text's n-grams) to report"
+    )
     p.add_argument("--n", type=int, default=8, help="words per n-gram")
     p.add_argument("--min-shared", type=int, default=10, help="n-grams a pair must share to be reported")
     p.add_argument("--family-seeds", type=int, default=3, help="instances per family to compare (seeds 0..K-1)")

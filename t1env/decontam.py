@@ -156,7 +156,9 @@ def read_ours(family_seeds: int = 2, task_dirs=None) -> list[Doc]:
 
 
 # -- comparing ------------------------------------------------------------------------------------
-def compare(ours: list[Doc], theirs: list[Doc], n: int = 8, threshold: float = 0.3, min_shared: int = 10) -> list[Match]:
+def compare(
+    ours: list[Doc], theirs: list[Doc], n: int = 8, threshold: float = 0.3, min_shared: int = 10
+) -> list[Match]:
     """Every (ours, theirs) pair of the same part whose overlap reaches the threshold, worst first."""
     index: dict[str, list[int]] = {}
     their_grams = []

@@ -107,19 +107,30 @@ class TerminalEnv(gym.Env[str, Any]):
         render_mode: str | None = None,
         docker_host: str | None = None,
     ):
-        check_env_options(backend=backend, reward_mode=reward_mode, max_turns=max_turns,
-                          command_timeout=command_timeout, agent_timeout=agent_timeout,
-                          verifier_timeout=verifier_timeout, max_output_bytes=max_output_bytes,
-                          verify_on_truncate=verify_on_truncate, prestart=prestart, docker_host=docker_host)
+        check_env_options(
+            backend=backend,
+            reward_mode=reward_mode,
+            max_turns=max_turns,
+            command_timeout=command_timeout,
+            agent_timeout=agent_timeout,
+            verifier_timeout=verifier_timeout,
+            max_output_bytes=max_output_bytes,
+            verify_on_truncate=verify_on_truncate,
+            prestart=prestart,
+            docker_host=docker_host,
+        )
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {brief(render_mode)}")
         if task is not None and not isinstance(task, (str, os.PathLike)):
-            raise ValueError(f"task= takes one task id or package path, got {type(task).__name__}: "
-                             "for several tasks use tasks=[...]")
+            raise ValueError(
+                f"task= takes one task id or package path, got {type(task).__name__}: for several tasks use tasks=[...]"
+            )
         tasks = _list_of_names("tasks", tasks, f"use task={brief(tasks)} for one task, or tasks=[{brief(tasks)}]")
         task_dirs = _list_of_names("task_dirs", task_dirs, f"use task_dirs=[{brief(task_dirs)}]")
         if family is not None and (task is not None or tasks is not None):
-            raise ValueError("family= goes alone or with split= (to pick the family's train or test seeds), not with task= or tasks=")
+            raise ValueError(
+                "family= goes alone or with split= (to pick the family's train or test seeds), not with task= or tasks="
+            )
         if family is None and sum(x is not None for x in (task, tasks, split)) > 1:
             raise ValueError("give at most one of task=, tasks= and split=")
         self.task_dirs = list(task_dirs or [])
@@ -291,8 +302,10 @@ class TerminalEnv(gym.Env[str, Any]):
                 )
                 if info["oom_killed"]:  # bash says only "Killed": say by what, and the limit
                     sep = "" if not obs or obs.endswith("\n") else "\n"
-                    obs += (f"{sep}[t1] the out-of-memory killer ended a process: the sandbox's memory limit "
-                            f"({self.sandbox.config.memory_mb} MiB) was reached\n")
+                    obs += (
+                        f"{sep}[t1] the out-of-memory killer ended a process: the sandbox's memory limit "
+                        f"({self.sandbox.config.memory_mb} MiB) was reached\n"
+                    )
                 self._last = f"$ {payload['command']}\n{obs}"
             else:
                 t0 = time.monotonic()
@@ -351,8 +364,10 @@ class TerminalEnv(gym.Env[str, Any]):
         limit = float(self._limit(self._agent_timeout, "agent_timeout"))
         name = "wait" if "keys" in action else "timeout"
         if action.get(name) is not None and action[name] > limit:
-            raise ValueError(f"action: {name} {float(action[name]):g} s is over this episode's agent time limit "
-                             f"({limit:g} s, agent_timeout); send at most {limit:g}")
+            raise ValueError(
+                f"action: {name} {float(action[name]):g} s is over this episode's agent time limit "
+                f"({limit:g} s, agent_timeout); send at most {limit:g}"
+            )
         if "keys" in action:
             wait = action.get("wait")
             return "keys", {"keys": action["keys"], "wait": 0.5 if wait is None else float(wait)}
@@ -459,8 +474,11 @@ def run_setup(task: Task, box: Sandbox) -> None:
         return
     path, private = "/tmp/.t1-setup.sh", PRIVATE_SETUP_DIR + secrets.token_hex(8)
     box.put_file(path, task.setup_script.read_bytes(), 0o700)
-    r = box.exec(["bash", "-c", 'mkdir -m 700 -- "$T1_PRIVATE" && exec bash -- "$0"', path],
-                 timeout=task.spec.limits.setup_timeout, env={"T1_PRIVATE": private})
+    r = box.exec(
+        ["bash", "-c", 'mkdir -m 700 -- "$T1_PRIVATE" && exec bash -- "$0"', path],
+        timeout=task.spec.limits.setup_timeout,
+        env={"T1_PRIVATE": private},
+    )
     box.exec(["rm", "-f", path], timeout=10)
     if r.exit_code != 0:
         why = "timed out" if r.timed_out else f"exited with {r.exit_code}"

@@ -127,8 +127,10 @@ class RemoteEnv:
                 self._ex._lost(self._worker)
                 self._worker = None
                 if self._retries >= self._ex.max_retries:
-                    raise SandboxError(f"the Ray worker running this episode died {self._retries + 1} time(s) "
-                                       f"(max_retries={self._ex.max_retries}): {type(e).__name__}") from e
+                    raise SandboxError(
+                        f"the Ray worker running this episode died {self._retries + 1} time(s) "
+                        f"(max_retries={self._ex.max_retries}): {type(e).__name__}"
+                    ) from e
                 self._retries += 1
                 self._ex._count("episode_retries")
                 restart = True
@@ -180,8 +182,13 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, address: str | None = "auto", workers: int | None = None, max_retries: int = 2,
-                 resource: str = SANDBOX_RESOURCE):
+    def __init__(
+        self,
+        address: str | None = "auto",
+        workers: int | None = None,
+        max_retries: int = 2,
+        resource: str = SANDBOX_RESOURCE,
+    ):
         try:
             import ray  # the optional ray extra: only the Ray executor needs it
         except ImportError:
@@ -190,8 +197,10 @@ class RayExecutor:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         total = int(ray.cluster_resources().get(resource, 0))
         if total < 1:
-            raise ValueError(f"no node of the Ray cluster has the {resource!r} resource: start sandbox hosts with "
-                             f"ray start ... --resources='{{\"{resource}\": N}}'")
+            raise ValueError(
+                f"no node of the Ray cluster has the {resource!r} resource: start sandbox hosts with "
+                f"ray start ... --resources='{{\"{resource}\": N}}'"
+            )
         self.workers = workers or total
         self.max_retries = max_retries
         self._actor = ray.remote(EnvWorker).options(num_cpus=0, resources={resource: 1}, max_restarts=0)

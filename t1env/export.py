@@ -61,11 +61,15 @@ _HARBOR_TEST = """#!/bin/bash
 # tests/_t1 (no network), and writes /logs/verifier/reward.json with one key per check (1 or 0).
 """ + _RUN.format(tests="/tests")
 
-_TB_RUN_TESTS = """#!/bin/bash
+_TB_RUN_TESTS = (
+    """#!/bin/bash
 # Written by `t1env export`: offline, with t1's verifier runtime and the pytest in $TEST_DIR/_t1.
 TEST_DIR=${TEST_DIR:-/tests}
-""" + _RUN.format(tests="$TEST_DIR") + """python3 -c 'import json,sys; sys.exit(0 if all(json.load(open("/logs/verifier/reward.json")).values()) else 1)'
 """
+    + _RUN.format(tests="$TEST_DIR")
+    + """python3 -c 'import json,sys; sys.exit(0 if all(json.load(open("/logs/verifier/reward.json")).values()) else 1)'
+"""
+)
 
 _COMPOSE = """services:
   client:
@@ -99,7 +103,9 @@ def _dockerfile(task: Task) -> str:
     elif task.dockerfile is not None:
         base = task.dockerfile.read_text(encoding="utf-8")
         if any(ln.strip().upper().startswith(("COPY", "ADD")) for ln in base.splitlines()):
-            raise ExportError(f"{task.dockerfile}: COPY/ADD from the build context is not exported (bake the files into an image first)")
+            raise ExportError(
+                f"{task.dockerfile}: COPY/ADD from the build context is not exported (bake the files into an image first)"
+            )
     else:
         base = default_dockerfile()
     wd = task.spec.environment.workdir
@@ -135,19 +141,38 @@ def export_harbor(task: Task, out: Path) -> Path:
     s = task.spec
     keys = task.declared_checks()
     toml = [
-        'schema_version = "1.4"', "",
-        "[task]", f'name = "t1/{task.id}"', f"description = {_toml_str(s.title)}",
+        'schema_version = "1.4"',
+        "",
+        "[task]",
+        f'name = "t1/{task.id}"',
+        f"description = {_toml_str(s.title)}",
         f"keywords = {json.dumps(list(s.tags))}",
     ]
     if s.author:
         toml.append(f"authors = [{{ name = {_toml_str(s.author)} }}]")
     toml += [
-        "", "[metadata]", f'difficulty = "{s.difficulty}"', f"category = {_toml_str(s.category)}", f"tags = {json.dumps(list(s.tags))}",
-        "", "[metadata.t1]", f"reward_keys = {json.dumps(keys)}", "",
-        "[verifier]", f"timeout_sec = {float(s.limits.verifier_timeout)}", f'environment_mode = "{s.verifier.mode}"', "",
-        "[agent]", f"timeout_sec = {float(s.limits.agent_timeout)}", "",
-        "[environment]", f"cpus = {s.environment.cpus:g}", f"memory_mb = {s.environment.memory_mb}",
-        f"workdir = {_toml_str(s.environment.workdir)}", f'network_mode = "{"public" if s.environment.network else "no-network"}"', "",
+        "",
+        "[metadata]",
+        f'difficulty = "{s.difficulty}"',
+        f"category = {_toml_str(s.category)}",
+        f"tags = {json.dumps(list(s.tags))}",
+        "",
+        "[metadata.t1]",
+        f"reward_keys = {json.dumps(keys)}",
+        "",
+        "[verifier]",
+        f"timeout_sec = {float(s.limits.verifier_timeout)}",
+        f'environment_mode = "{s.verifier.mode}"',
+        "",
+        "[agent]",
+        f"timeout_sec = {float(s.limits.agent_timeout)}",
+        "",
+        "[environment]",
+        f"cpus = {s.environment.cpus:g}",
+        f"memory_mb = {s.environment.memory_mb}",
+        f"workdir = {_toml_str(s.environment.workdir)}",
+        f'network_mode = "{"public" if s.environment.network else "no-network"}"',
+        "",
     ]
     d.mkdir(parents=True)
     (d / "task.toml").write_text("\n".join(toml))
@@ -168,9 +193,15 @@ def export_terminal_bench(task: Task, out: Path) -> Path:
     s = task.spec
     d.mkdir(parents=True)
     data = {
-        "instruction": task.instruction, "author_name": s.author or "t1", "author_email": "unknown", "difficulty": s.difficulty,
-        "category": s.category, "tags": list(s.tags), "parser_name": "pytest",
-        "max_agent_timeout_sec": float(s.limits.agent_timeout), "max_test_timeout_sec": float(s.limits.verifier_timeout),
+        "instruction": task.instruction,
+        "author_name": s.author or "t1",
+        "author_email": "unknown",
+        "difficulty": s.difficulty,
+        "category": s.category,
+        "tags": list(s.tags),
+        "parser_name": "pytest",
+        "max_agent_timeout_sec": float(s.limits.agent_timeout),
+        "max_test_timeout_sec": float(s.limits.verifier_timeout),
         "run_tests_in_same_shell": False,
     }
     (d / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))

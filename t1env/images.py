@@ -48,8 +48,9 @@ from typing import Callable
 from t1env.errors import T1Error
 
 MAP_ENV = "T1ENV_IMAGE_MAP"
-MAP_HINT = (f"add it to the image map ({MAP_ENV}=FILE or --image-map FILE) "
-            "or build or load it into the engine under that name")
+MAP_HINT = (
+    f"add it to the image map ({MAP_ENV}=FILE or --image-map FILE) or build or load it into the engine under that name"
+)
 STANDIN_HINT = "build the stand-ins first: `t1env images build-bases` (then it is used without a map)"
 
 # Base images that Terminal-Bench 1.x and Harbor task Dockerfiles commonly start FROM, and the stand-in
@@ -65,14 +66,27 @@ TB_BASES = {
     "python:3.11-slim-bookworm": "t1env/tb-python-3-13:local",
     "ubuntu:24.04": "t1env/tb-ubuntu-24-04:local",
 }
-BASE_PACKAGES = ("python3 python3-pip python3-venv python-is-python3 git tmux asciinema curl ca-certificates "
-                 "procps less").split()
+BASE_PACKAGES = (
+    "python3 python3-pip python3-venv python-is-python3 git tmux asciinema curl ca-certificates procps less"
+).split()
 BASE_FROM = os.environ.get("T1_TB_BASE_FROM", "debian:bookworm")
 
 _FROM = re.compile(r"^(\s*FROM\s+(?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _INSTR = re.compile(r"^\s*([A-Za-z]+)\b\s*(.*)$")
 # Instructions that change nothing a shell on the host's userland would notice.
-_INERT = {"FROM", "WORKDIR", "CMD", "ENTRYPOINT", "LABEL", "MAINTAINER", "ARG", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
+_INERT = {
+    "FROM",
+    "WORKDIR",
+    "CMD",
+    "ENTRYPOINT",
+    "LABEL",
+    "MAINTAINER",
+    "ARG",
+    "EXPOSE",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "SHELL",
+}
 
 
 class ImageMapError(T1Error, ValueError):
@@ -80,6 +94,7 @@ class ImageMapError(T1Error, ValueError):
 
 
 # -- the map ----------------------------------------------------------------------------------------
+
 
 def load_map(path: str | Path | None = None) -> dict[str, str]:
     """The image map from ``path`` (default: ``$T1ENV_IMAGE_MAP``; none set: empty)."""
@@ -138,6 +153,7 @@ def missing_hint(name: str) -> str:
 
 
 # -- reading Dockerfiles -------------------------------------------------------------------------------
+
 
 def _instructions(text: str) -> list[tuple[int, str, str]]:
     """(line number, INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
@@ -301,8 +317,11 @@ def index_files() -> list[tuple[str, bytes, int]]:
     files: list[tuple[str, bytes, int]] = [(".t1-index/apply.sh", _APPLY.encode(), 0o755)]
     if Path("/etc/os-release").is_file():
         files.append((".t1-index/os-release", Path("/etc/os-release").read_bytes(), 0o644))
-    for src in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list")),
-                *sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))]:
+    for src in [
+        Path("/etc/apt/sources.list"),
+        *sorted(Path("/etc/apt/sources.list.d").glob("*.list")),
+        *sorted(Path("/etc/apt/sources.list.d").glob("*.sources")),
+    ]:
         if src.is_file():
             rel = src.relative_to("/etc/apt").as_posix()
             files.append((f".t1-index/apt/{rel}", src.read_bytes(), 0o644))
@@ -318,8 +337,11 @@ def index_files() -> list[tuple[str, bytes, int]]:
 
 def index_layer(text: str) -> str:
     """``text`` with, after each FROM, the steps that apply the host's package indexes to that stage."""
-    env = " ".join(f"{v}={os.environ[v]!r}".replace("'", '"') for v in _PIP_VARS
-                   if _server_values("index-url", os.environ.get(v, "")))
+    env = " ".join(
+        f"{v}={os.environ[v]!r}".replace("'", '"')
+        for v in _PIP_VARS
+        if _server_values("index-url", os.environ.get(v, ""))
+    )
     add = "COPY .t1-index/ /.t1-index/\nRUN sh /.t1-index/apply.sh\n" + (f"ENV {env}\n" if env else "")
     out = []
     for line in text.splitlines(keepends=True):
@@ -332,16 +354,29 @@ def index_layer(text: str) -> str:
 
 # -- the verifier's image: the task's image and the tests' dependencies ------------------------------
 
+
 def verifier_dockerfile(image: str, requirements: tuple[str, ...]) -> str:
     """A Dockerfile for the image the verifier container runs on: ``image`` (the task's, pristine) plus
     ``requirements`` installed by the image's own ``python3`` (the verifier's interpreter) into its
     system site-packages, through the host's package indexes (:func:`index_layer`)."""
-    argv = ["env", "PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_ROOT_USER_ACTION=ignore", "PIP_DISABLE_PIP_VERSION_CHECK=1",
-            "python3", "-m", "pip", "install", "--no-cache-dir", "--no-warn-script-location", *requirements]
+    argv = [
+        "env",
+        "PIP_BREAK_SYSTEM_PACKAGES=1",
+        "PIP_ROOT_USER_ACTION=ignore",
+        "PIP_DISABLE_PIP_VERSION_CHECK=1",
+        "python3",
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--no-warn-script-location",
+        *requirements,
+    ]
     return index_layer(f"FROM {image}\n") + f"RUN {json.dumps(argv)}\n"
 
 
 # -- base stand-ins ----------------------------------------------------------------------------------
+
 
 def base_dockerfile(base: str = BASE_FROM) -> str:
     pkgs = " ".join(BASE_PACKAGES)

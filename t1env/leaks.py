@@ -88,7 +88,17 @@ class Snapshot:
     held: dict[str, frozenset] = field(default_factory=dict, compare=False, repr=False)
     """``{kind: identities}`` behind each leak count (fd and target, thread id, pid and start time, name...)."""
 
-    LEAK_KINDS = ("processes", "zombies", "cgroup_processes", "cgroups", "temp_dirs", "containers", "volumes", "fds", "threads")
+    LEAK_KINDS = (
+        "processes",
+        "zombies",
+        "cgroup_processes",
+        "cgroups",
+        "temp_dirs",
+        "containers",
+        "volumes",
+        "fds",
+        "threads",
+    )
 
     def leaks(self, before: Snapshot) -> dict[str, int]:
         """``{kind: n}`` for every leak kind measurable in both: how many things of that kind this snapshot holds

@@ -33,10 +33,19 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def check_env_options(backend: str = "local", reward_mode: str = "count", max_turns: Any = None,
-                      command_timeout: Any = None, agent_timeout: Any = None, verifier_timeout: Any = None,
-                      max_output_bytes: Any = DEFAULT_MAX_OUTPUT, verify_on_truncate: Any = True,
-                      prestart: Any = True, docker_host: Any = None, **_: Any) -> None:
+def check_env_options(
+    backend: str = "local",
+    reward_mode: str = "count",
+    max_turns: Any = None,
+    command_timeout: Any = None,
+    agent_timeout: Any = None,
+    verifier_timeout: Any = None,
+    max_output_bytes: Any = DEFAULT_MAX_OUTPUT,
+    verify_on_truncate: Any = True,
+    prestart: Any = True,
+    docker_host: Any = None,
+    **_: Any,
+) -> None:
     """Raise ``ValueError`` (one line: the option, what it takes, what it got) for the first bad option."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {brief(backend)}")
@@ -44,8 +53,11 @@ def check_env_options(backend: str = "local", reward_mode: str = "count", max_tu
         raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {brief(reward_mode)}")
     if max_turns is not None and (not _is_int(max_turns) or max_turns < 1):
         raise ValueError(f"max_turns must be an integer >= 1 (or None: the task's), got {brief(max_turns)}")
-    for name, value in (("command_timeout", command_timeout), ("agent_timeout", agent_timeout),
-                        ("verifier_timeout", verifier_timeout)):
+    for name, value in (
+        ("command_timeout", command_timeout),
+        ("agent_timeout", agent_timeout),
+        ("verifier_timeout", verifier_timeout),
+    ):
         if value is not None and not is_seconds(value):
             raise ValueError(f"{name} must be a finite number of seconds > 0 (or None: the task's), got {brief(value)}")
     if not _is_int(max_output_bytes) or max_output_bytes < 1:
@@ -54,8 +66,10 @@ def check_env_options(backend: str = "local", reward_mode: str = "count", max_tu
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be True or False, got {brief(value)}")
     if docker_host is not None and (not isinstance(docker_host, str) or backend != "docker"):
-        raise ValueError(f"docker_host takes an engine URL (str) with backend='docker', got {brief(docker_host)} "
-                         f"with backend={brief(backend)}")
+        raise ValueError(
+            f"docker_host takes an engine URL (str) with backend='docker', got {brief(docker_host)} "
+            f"with backend={brief(backend)}"
+        )
 
 
 class EnvKwargs(BaseModel):

@@ -31,8 +31,23 @@ _MARK = "/tmp/.t1-lint-before-setup"
 # Where a setup's own leftovers are not the task's (the system's pseudo-files, the marker of this lint).
 _PRUNE = ("/proc", "/sys", "/dev", _MARK)
 # Folders too general to count as naming a leftover when a test mentions them.
-_GENERAL = {"/", "/tmp", "/var", "/var/tmp", "/var/lib", "/var/log", "/var/run", "/root", "/run", "/etc", "/opt",
-            "/srv", "/home", "/usr", "/usr/local"}
+_GENERAL = {
+    "/",
+    "/tmp",
+    "/var",
+    "/var/tmp",
+    "/var/lib",
+    "/var/log",
+    "/var/run",
+    "/root",
+    "/run",
+    "/etc",
+    "/opt",
+    "/srv",
+    "/home",
+    "/usr",
+    "/usr/local",
+}
 
 
 def setup_leftovers(task: Task, backend: str = "local") -> list[str]:
@@ -49,8 +64,9 @@ def setup_leftovers(task: Task, backend: str = "local") -> list[str]:
         prune = [*_PRUNE, box.config.workdir]
         expr = " -o ".join(f"-path '{p}'" for p in prune)
         # -cnewer: a file's status change time, which `touch -d` cannot set into the past
-        r = box.exec(["sh", "-c", f"find / \\( {expr} \\) -prune -o -type f -cnewer {_MARK} -print 2>/dev/null"],
-                     timeout=120)
+        r = box.exec(
+            ["sh", "-c", f"find / \\( {expr} \\) -prune -o -type f -cnewer {_MARK} -print 2>/dev/null"], timeout=120
+        )
     finally:
         box.stop()
     return sorted({line for line in r.stdout.decode(errors="replace").splitlines() if line.startswith("/")})

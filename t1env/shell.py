@@ -234,7 +234,9 @@ class ShellSession:
         if pid is None:
             self._kill_child()
             self.sandbox.shell_argv()  # raises the backend's reason if the sandbox died meanwhile (container killed)
-            raise SandboxError(f"the shell in the {self.sandbox.name} sandbox did not start within {self.startup_timeout}s")
+            raise SandboxError(
+                f"the shell in the {self.sandbox.name} sandbox did not start within {self.startup_timeout}s"
+            )
         self.shell_pid = pid
 
     def close(self) -> None:
@@ -390,19 +392,31 @@ class ShellSession:
         assert self.child is not None
         self.child.send(b"\x03")  # Ctrl-C to the foreground process group
         if self._drain_and_sync(cap, 2.0):
-            return self._result(cap, None, t0, timed_out=True, note=f"command timed out after {timeout:g}s and was interrupted (Ctrl-C)")
+            return self._result(
+                cap, None, t0, timed_out=True, note=f"command timed out after {timeout:g}s and was interrupted (Ctrl-C)"
+            )
         try:
             self.sandbox.exec(["bash", "-c", _KILL_FOREGROUND, "bash", str(self.shell_pid)], timeout=10)
         except SandboxError:
             pass
         if self._drain_and_sync(cap, 2.0):
-            return self._result(cap, None, t0, timed_out=True, note=f"command timed out after {timeout:g}s; it ignored Ctrl-C and was killed")
+            return self._result(
+                cap,
+                None,
+                t0,
+                timed_out=True,
+                note=f"command timed out after {timeout:g}s; it ignored Ctrl-C and was killed",
+            )
         try:
             self._restart()
         except SandboxError as e:
             raise SandboxError(f"command timed out after {timeout:g}s and the shell could not be restarted: {e}") from e
         return self._result(
-            cap, None, t0, timed_out=True, restarted=True,
+            cap,
+            None,
+            t0,
+            timed_out=True,
+            restarted=True,
             note=f"command timed out after {timeout:g}s and the shell did not recover; a new shell was started "
             f"in {self.sandbox.config.workdir} (variables, functions and the current directory were reset)",
         )
@@ -442,7 +456,10 @@ class ShellSession:
         except SandboxError as e:
             raise SandboxError(f"the shell exited (code {code}) and could not be restarted: {e}") from e
         return self._result(
-            cap, code, t0, restarted=True,
+            cap,
+            code,
+            t0,
+            restarted=True,
             note=f"the shell exited (code {code}); a new shell was started in {self.sandbox.config.workdir} "
             "(variables, functions and the current directory were reset)",
         )

@@ -49,8 +49,13 @@ class TerminalText(Text):
 class ShellAction(Text):
     ACTION_KEYS = ({"command", "timeout"}, {"keys", "wait"}, {"submit"})
 
-    def __init__(self, max_length: int = 100_000, max_keys: int = MAX_KEYS, max_seconds: float | None = None,
-                 seed: int | np.random.Generator | None = None):
+    def __init__(
+        self,
+        max_length: int = 100_000,
+        max_keys: int = MAX_KEYS,
+        max_seconds: float | None = None,
+        seed: int | np.random.Generator | None = None,
+    ):
         super().__init__(max_length=max_length, min_length=1, charset=_SAMPLE_CHARSET, seed=seed)
         self.max_keys = max_keys
         self.max_seconds = max_seconds
@@ -110,8 +115,12 @@ class ShellAction(Text):
         return f"ShellAction(max_length={self.max_length})"
 
     def __eq__(self, other: Any) -> bool:
-        return (isinstance(other, ShellAction) and other.max_length == self.max_length
-                and other.max_keys == self.max_keys and other.max_seconds == self.max_seconds)
+        return (
+            isinstance(other, ShellAction)
+            and other.max_length == self.max_length
+            and other.max_keys == self.max_keys
+            and other.max_seconds == self.max_seconds
+        )
 
 
 def is_seconds(x: Any) -> bool:

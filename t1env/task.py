@@ -60,10 +60,33 @@ from t1env.task_model import (
     validate_model,
 )
 
-__all__ = ["DEMOS_DIR", "ENV_CONTROL_FILES", "ENV_DIR", "INSTRUCTION_FILE", "SOLUTION_FILE", "TASK_FILE", "TASK_ID_PATTERN",
-           "TB_TASK_FILE", "TESTS_DIR", "Environment", "Keystroke", "Limits", "Origin", "Task", "TaskError", "TaskSpec",
-           "Verifier", "declared_checks", "is_task_package", "load_task", "manifest", "quote_key", "read_toml",
-           "split_network_allow", "validate_model"]
+__all__ = [
+    "DEMOS_DIR",
+    "ENV_CONTROL_FILES",
+    "ENV_DIR",
+    "INSTRUCTION_FILE",
+    "SOLUTION_FILE",
+    "TASK_FILE",
+    "TASK_ID_PATTERN",
+    "TB_TASK_FILE",
+    "TESTS_DIR",
+    "Environment",
+    "Keystroke",
+    "Limits",
+    "Origin",
+    "Task",
+    "TaskError",
+    "TaskSpec",
+    "Verifier",
+    "declared_checks",
+    "is_task_package",
+    "load_task",
+    "manifest",
+    "quote_key",
+    "read_toml",
+    "split_network_allow",
+    "validate_model",
+]
 
 
 def load_task(path: str | Path) -> Task:
@@ -75,7 +98,9 @@ def load_task(path: str | Path) -> Task:
     if not toml_path.is_file():
         if (root / TB_TASK_FILE).is_file():
             return load_terminal_bench(root)
-        raise TaskError(f"{toml_path}: missing (every task package needs {TASK_FILE}, or {TB_TASK_FILE} for Terminal-Bench)")
+        raise TaskError(
+            f"{toml_path}: missing (every task package needs {TASK_FILE}, or {TB_TASK_FILE} for Terminal-Bench)"
+        )
     raw = read_toml(toml_path)
     if "id" not in raw and ("task" in raw or "schema_version" in raw or "version" in raw or "steps" in raw):
         return load_harbor(root, raw)

@@ -146,6 +146,7 @@ class TaskSpec(_Strict):
 
 # -- where an imported package (Terminal-Bench, Harbor: t1env.formats) keeps its parts -------------------
 
+
 @dataclass(frozen=True)
 class Keystroke:
     """One entry of a Terminal-Bench ``solution.yaml``: text typed into the shell."""

@@ -57,8 +57,9 @@ def environment_problems(task, backend: str = "local") -> list[str]:
     return out
 
 
-def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, exploits: bool = True,
-                  exploit_jobs: int = 1) -> Validation:
+def validate_task(
+    task_ref: str | Path, backend: str = "local", runs: int = 2, exploits: bool = True, exploit_jobs: int = 1
+) -> Validation:
     """Validate one task package (or family instance); ``exploits`` plays the exploit gate, ``exploit_jobs``
     exploits at a time."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -73,9 +74,13 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, e
         return v
     v.task = task.id
     if task.env_dir.is_dir():
-        empty = sorted(str(d.relative_to(task.path)) for d in task.env_dir.rglob("*") if d.is_dir() and not any(d.iterdir()))
+        empty = sorted(
+            str(d.relative_to(task.path)) for d in task.env_dir.rglob("*") if d.is_dir() and not any(d.iterdir())
+        )
         if empty:
-            v.problems.append(f"empty folders are lost by git ({', '.join(empty)}): create them in environment/setup.sh")
+            v.problems.append(
+                f"empty folders are lost by git ({', '.join(empty)}): create them in environment/setup.sh"
+            )
     v.problems += agent_code_problems(task)  # checks must not load the agent's code in process (t1env/checks_lint.py)
     try:
         v.problems += environment_problems(task, backend)
@@ -88,15 +93,23 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, e
                 info = ep.info
                 v.oracle.append((info["passed"], info["total"]))
                 signatures.append([(c["name"], c["passed"]) for c in info["checks"]])
-                undeclared = [t["detail"].split(": ")[0] for t in info.get("tamper", []) if t["kind"] == "undeclared_check"]
+                undeclared = [
+                    t["detail"].split(": ")[0] for t in info.get("tamper", []) if t["kind"] == "undeclared_check"
+                ]
                 if undeclared and i == 0:
                     v.problems.append(
                         f"pytest collects tests that are not plain test_* functions in tests/test_*.py, so they are not checks: "
                         f"{', '.join(undeclared[:5])} (write each check out as its own function)"
                     )
                 if not info["resolved"]:
-                    failing = [f"{c['name']} ({c['message'].splitlines()[0] if c['message'] else c['outcome']})" for c in info["checks"] if not c["passed"]]
-                    v.problems.append(f"oracle run {i + 1}: {info['passed']}/{info['total']} — failing: {'; '.join(failing)[:500]}")
+                    failing = [
+                        f"{c['name']} ({c['message'].splitlines()[0] if c['message'] else c['outcome']})"
+                        for c in info["checks"]
+                        if not c["passed"]
+                    ]
+                    v.problems.append(
+                        f"oracle run {i + 1}: {info['passed']}/{info['total']} — failing: {'; '.join(failing)[:500]}"
+                    )
             if any(s != signatures[0] for s in signatures[1:]):
                 v.problems.append("verifier results differ between identical oracle runs (flaky checks)")
             ep = run_episode(env, NopAgent(), seed=0)
@@ -104,11 +117,15 @@ def validate_task(task_ref: str | Path, backend: str = "local", runs: int = 2, e
             if ep.info["resolved"]:
                 v.problems.append("the no-op agent gets full marks: the checks do not test the work")
             if ep.info["total"] < 3:
-                v.problems.append(f"only {ep.info['total']} checks; a task needs at least 3 for partial credit to mean something")
+                v.problems.append(
+                    f"only {ep.info['total']} checks; a task needs at least 3 for partial credit to mean something"
+                )
             if exploits:
                 results = run_gate(task, ep.info, backend=backend, jobs=exploit_jobs)
-                v.exploits = [{"name": r.name, "passed": r.passed, "total": r.total, "gained": r.gained,
-                               "error": r.error} for r in results]
+                v.exploits = [
+                    {"name": r.name, "passed": r.passed, "total": r.total, "gained": r.gained, "error": r.error}
+                    for r in results
+                ]
                 v.problems += verdicts(results, ep.info["passed"])
         finally:
             env.close()

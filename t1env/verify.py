@@ -133,8 +133,13 @@ def runtime_bundle() -> Path:
 
     runner = data_dir("verifiers") / "run_checks.py"
     helper = data_dir("verifiers") / "t1check.py"  # the checks' way to call agent code (import t1check)
-    key = hashlib.sha256(b"layout-2" + runner.read_bytes() + helper.read_bytes() + pytest.__version__.encode()
-                         + repr(_PYTEST_MODULES).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        b"layout-2"
+        + runner.read_bytes()
+        + helper.read_bytes()
+        + pytest.__version__.encode()
+        + repr(_PYTEST_MODULES).encode()
+    ).hexdigest()[:16]
     out = cache_dir() / f"verifier-{key}"
     if not (out / "pytest.zip").is_file():
         tmp = out.with_name(out.name + f".tmp{secrets.token_hex(4)}")
@@ -173,7 +178,10 @@ def _add_module(z: zipfile.ZipFile, path: Path, arcname: str) -> None:
     if path.suffix == ".py":
         with tempfile.TemporaryDirectory() as tmp:
             pyc = py_compile.compile(
-                str(path), cfile=f"{tmp}/m.pyc", dfile=arcname, doraise=True,
+                str(path),
+                cfile=f"{tmp}/m.pyc",
+                dfile=arcname,
+                doraise=True,
                 invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
             )
             z.writestr(arcname + "c", Path(pyc).read_bytes())
@@ -188,8 +196,12 @@ def imported_verifier_options(origin: Origin) -> VerifierOptions:
     """The options an imported task's verifier runs with (:mod:`t1env.formats`): its tests also at ``/tests``;
     a Harbor ``test.sh`` in script mode, writing its reward file under ``/logs/verifier``."""
     if origin.verifier == "script":
-        return VerifierOptions(args=("--script", f"{TESTS_ALIAS}/{origin.script}", "--logs", LOGS_DIR),
-                               env=dict(origin.verifier_env), tests_alias=TESTS_ALIAS, private_dir=LOGS_DIR)
+        return VerifierOptions(
+            args=("--script", f"{TESTS_ALIAS}/{origin.script}", "--logs", LOGS_DIR),
+            env=dict(origin.verifier_env),
+            tests_alias=TESTS_ALIAS,
+            private_dir=LOGS_DIR,
+        )
     return VerifierOptions(env=dict(origin.verifier_env), tests_alias=TESTS_ALIAS)
 
 
@@ -235,12 +247,16 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
         error = f"verifier crashed: {tail}"
     notes = list(run.notes)
     if keys_from_run:
-        notes.append("the checks are the keys of the reward.json that the task's test.sh wrote: the package declares none "
-                     "on the host ([metadata.t1] reward_keys)")
+        notes.append(
+            "the checks are the keys of the reward.json that the task's test.sh wrote: the package declares none "
+            "on the host ([metadata.t1] reward_keys)"
+        )
     if ready is not None and ready.get("dumpable"):
         notes.append("the verifier could not make itself non-dumpable (no ctypes in the sandbox's python3)")
-    for key, kind, what in (("hooks", "startup_hook", "not loaded by the verifier"),
-                            ("configs", "tool_config", "not read by the checks")):
+    for key, kind, what in (
+        ("hooks", "startup_hook", "not loaded by the verifier"),
+        ("configs", "tool_config", "not read by the checks"),
+    ):
         found = (ready or {}).get(key)
         for item in found if isinstance(found, list) else []:
             tamper.append({"kind": kind, "detail": f"{str(item)[:200]} ({what})"})
@@ -311,7 +327,9 @@ def check_name(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def _assemble(events: list[dict], declared: list[str], error: str | None, log: str, t0: float, tamper: list[dict]) -> VerifyResult:
+def _assemble(
+    events: list[dict], declared: list[str], error: str | None, log: str, t0: float, tamper: list[dict]
+) -> VerifyResult:
     known = set(declared)
     cases: dict[str, list[str]] = {name: [] for name in declared}  # check -> node ids, in order
     phases: dict[str, dict[str, dict]] = {}
@@ -331,13 +349,25 @@ def _assemble(events: list[dict], declared: list[str], error: str | None, log: s
         if kind == "collected":
             for nodeid in e["nodeids"]:
                 if not add_case(nodeid):
-                    tamper.append({"kind": "undeclared_check", "detail": f"{nodeid[:200]}: collected, not declared by the task package (ignored)"})
+                    tamper.append(
+                        {
+                            "kind": "undeclared_check",
+                            "detail": f"{nodeid[:200]}: collected, not declared by the task package (ignored)",
+                        }
+                    )
         elif kind == "result":
             nodeid = e["nodeid"]
             if not add_case(nodeid):
-                tamper.append({"kind": "unknown_check", "detail": f"{nodeid[:200]}: a result for a check the task does not declare (ignored)"})
+                tamper.append(
+                    {
+                        "kind": "unknown_check",
+                        "detail": f"{nodeid[:200]}: a result for a check the task does not declare (ignored)",
+                    }
+                )
             elif e["when"] in phases.get(nodeid, {}):
-                tamper.append({"kind": "duplicate_result", "detail": f"{nodeid[:200]} ({e['when']}): a second result (ignored)"})
+                tamper.append(
+                    {"kind": "duplicate_result", "detail": f"{nodeid[:200]} ({e['when']}): a second result (ignored)"}
+                )
             else:
                 phases.setdefault(nodeid, {})[e["when"]] = e
         elif kind == "collect_error":
@@ -347,16 +377,21 @@ def _assemble(events: list[dict], declared: list[str], error: str | None, log: s
                 collect_errors.append(line)
         elif kind == "file_items":  # the tests a check's file holds: only says which are not declared
             for nodeid in e["nodeids"]:
-                t = {"kind": "undeclared_check",
-                     "detail": f"{nodeid[:200]}: collected, not declared by the task package (ignored)"}
+                t = {
+                    "kind": "undeclared_check",
+                    "detail": f"{nodeid[:200]}: collected, not declared by the task package (ignored)",
+                }
                 if check_name(nodeid) not in known and t not in tamper:
                     tamper.append(t)
         elif kind == "tamper":
             tamper.append({"kind": e["kind"], "detail": f"{e['check'][:200]}: {e['detail'][:300]}"})
         elif kind == "agent_code" and e["refused"]:
-            tamper.append({"kind": "agent_code_in_check",
-                           "detail": f"{e['check'][:200]}: refused {e['how'][:100]} {e['path'][:200]} "
-                                     "in the check's process"})
+            tamper.append(
+                {
+                    "kind": "agent_code_in_check",
+                    "detail": f"{e['check'][:200]}: refused {e['how'][:100]} {e['path'][:200]} in the check's process",
+                }
+            )
         elif kind == "agent_code" and e["check"] in known and e["check"] not in trusting:
             trusting.append(e["check"])
     if collect_errors and error is None:

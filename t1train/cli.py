@@ -50,13 +50,17 @@ def _finished_episodes(log, specs, config: str) -> dict:
     for record in log.records():
         i = _episode_of(record)
         if not isinstance(i, int):
-            raise ValueError(f"{log.path}: a record without metadata.episode: not written by `t1train rollout`; "
-                             "pass --overwrite to start over, or --output elsewhere")
+            raise ValueError(
+                f"{log.path}: a record without metadata.episode: not written by `t1train rollout`; "
+                "pass --overwrite to start over, or --output elsewhere"
+            )
         task = record.get("metadata", {}).get("task")
         if i < len(specs) and (task, record.get("seed")) != (specs[i].task, specs[i].seed):
-            raise ValueError(f"{log.path}: episode {i} there is task {task!r} seed {record.get('seed')}, but "
-                             f"{config} gives task {specs[i].task!r} seed {specs[i].seed}: the file is another "
-                             "run's; pass --overwrite to start over, or --output elsewhere")
+            raise ValueError(
+                f"{log.path}: episode {i} there is task {task!r} seed {record.get('seed')}, but "
+                f"{config} gives task {specs[i].task!r} seed {specs[i].seed}: the file is another "
+                "run's; pass --overwrite to start over, or --output elsewhere"
+            )
         done[i] = Trajectory.from_dict(record)
     return done
 
@@ -88,8 +92,10 @@ def cmd_rollout(args) -> int:
     # -- the output file: one line per finished episode, so a killed run keeps what it finished
     output = Path(cfg.output)
     if output.exists() and output.stat().st_size and not (args.resume or args.overwrite):
-        raise ValueError(f"{output} already exists: pass --resume to finish that run (the episodes in it are kept "
-                         "and not run again), --overwrite to start over, or --output elsewhere")
+        raise ValueError(
+            f"{output} already exists: pass --resume to finish that run (the episodes in it are kept "
+            "and not run again), --overwrite to start over, or --output elsewhere"
+        )
     with EpisodeLog(output, key=_episode_of) as log:
         if args.overwrite:
             log.clear()
@@ -106,8 +112,11 @@ def cmd_rollout(args) -> int:
         try:
             new = runner.run([specs[i] for i in todo], on_episode=save)
         except (EngineError, KeyboardInterrupt) as err:
-            print(f"t1train: error: {type(err).__name__}: {err}\n{len(log.keys)} finished episodes are in {output}: "
-                  "run the same command with --resume to finish the run", file=sys.stderr)
+            print(
+                f"t1train: error: {type(err).__name__}: {err}\n{len(log.keys)} finished episodes are in {output}: "
+                "run the same command with --resume to finish the run",
+                file=sys.stderr,
+            )
             return 1
         finally:
             executor.close()
@@ -119,17 +128,25 @@ def cmd_rollout(args) -> int:
     print(f"{'task':<24} {'seed':>5} {'turns':>5} {'reward':>7} {'checks':>7}  end")
     for t in trajectories:
         checks = f"{t.checks.get('passed', '-')}/{t.checks.get('total', '-')}"
-        print(f"{t.task_id:<24} {t.seed!s:>5} {t.num_turns:>5} {t.reward:>7.2f} {checks:>7}  {t.termination}"
-              + (f" ({t.error})" if t.error else ""))
-    print(f"\nepisodes {metrics['episodes']}  reward {metrics['reward_mean']:.3f}  "
-          f"resolved {metrics['resolved_rate']:.2f}  turns {metrics['turns_mean']:.1f}  "
-          f"tokens {metrics['tokens_total']} ({metrics['loss_tokens']} sampled)  {elapsed:.1f}s")
-    print(f"drift in the loss region: TITO {metrics['tito_drift_tokens']} tokens; "
-          f"decode-and-re-tokenize baseline {metrics['retokenize_drift_tokens']} tokens in "
-          f"{metrics['retokenize_drift_turns']}/{metrics['assistant_turns']} turns; "
-          f"template repairs {metrics['drift_events']}")
-    print(f"wrote {len(new)} trajectories to {cfg.output}"
-          + (f" ({len(trajectories)} in total; {len(done)} were there already)" if done else ""))
+        print(
+            f"{t.task_id:<24} {t.seed!s:>5} {t.num_turns:>5} {t.reward:>7.2f} {checks:>7}  {t.termination}"
+            + (f" ({t.error})" if t.error else "")
+        )
+    print(
+        f"\nepisodes {metrics['episodes']}  reward {metrics['reward_mean']:.3f}  "
+        f"resolved {metrics['resolved_rate']:.2f}  turns {metrics['turns_mean']:.1f}  "
+        f"tokens {metrics['tokens_total']} ({metrics['loss_tokens']} sampled)  {elapsed:.1f}s"
+    )
+    print(
+        f"drift in the loss region: TITO {metrics['tito_drift_tokens']} tokens; "
+        f"decode-and-re-tokenize baseline {metrics['retokenize_drift_tokens']} tokens in "
+        f"{metrics['retokenize_drift_turns']}/{metrics['assistant_turns']} turns; "
+        f"template repairs {metrics['drift_events']}"
+    )
+    print(
+        f"wrote {len(new)} trajectories to {cfg.output}"
+        + (f" ({len(trajectories)} in total; {len(done)} were there already)" if done else "")
+    )
     return 0 if metrics["tito_drift_tokens"] == 0 else 1
 
 
@@ -152,8 +169,10 @@ def cmd_train(args) -> int:
         return 0
     if trainer.critic_warmup_history:
         last = trainer.critic_warmup_history[-1]
-        print(f"critic warm-start: {len(trainer.critic_warmup_history)} iterations, "
-              f"explained variance {last['explained_variance']:.3f}")
+        print(
+            f"critic warm-start: {len(trainer.critic_warmup_history)} iterations, "
+            f"explained variance {last['explained_variance']:.3f}"
+        )
     print(f"saved to {targs.output_dir}")
     return 0
 
@@ -189,12 +208,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="training YAML file: same as `t1train train --config FILE`")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     train = sub.add_parser("train", help="SFT warm-start (optional) then RL: PPO, GRPO or GSPO")
-    train.add_argument("--config", required=True, help="training YAML file, or the name of a shipped one (tiny-cpu: t1train/configs/tiny-cpu.yaml)")
+    train.add_argument(
+        "--config",
+        required=True,
+        help="training YAML file, or the name of a shipped one (tiny-cpu: t1train/configs/tiny-cpu.yaml)",
+    )
     train.add_argument("--output-dir", help="override train.output_dir")
     train.add_argument("--max-steps", type=at_least_one, help="override train.max_steps")
     train.add_argument("--skip-sft", action="store_true", help="ignore the sft: section")
-    train.add_argument("--resume", nargs="?", const=True, default=None,
-                       help="resume from the last checkpoint in output_dir (or from the given checkpoint)")
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        help="resume from the last checkpoint in output_dir (or from the given checkpoint)",
+    )
     train.set_defaults(func=cmd_train)
     sft = sub.add_parser("sft", help="SFT warm-start on oracle episodes only")
     sft.add_argument("--config", required=True, help="training YAML file with an sft: section")
@@ -210,8 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--output", help="override the config's output path")
     rollout.add_argument("--episodes", type=at_least_one, help="override the config's episode count")
     again = rollout.add_mutually_exclusive_group()
-    again.add_argument("--resume", action="store_true",
-                       help="the output file holds an interrupted run: run only the episodes missing from it")
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="the output file holds an interrupted run: run only the episodes missing from it",
+    )
     again.add_argument("--overwrite", action="store_true", help="start over: empty the output file first")
     rollout.set_defaults(func=cmd_rollout)
     return parser

@@ -62,10 +62,13 @@ def _expand(tasks: list[str] | None) -> list[str] | None:
 class EngineConfig(_Section):
     """The engine that samples the model's turns."""
 
-    kind: Literal["hf", "sglang"] = Field("hf", description="hf (transformers in this process) or sglang (a running "
-                                                            "SGLang server).")
-    model: str = Field("tiny", description="tiny (the built-in tiny MoE) or a local model folder. With sglang only "
-                                           "its tokenizer is loaded.")
+    kind: Literal["hf", "sglang"] = Field(
+        "hf", description="hf (transformers in this process) or sglang (a running SGLang server)."
+    )
+    model: str = Field(
+        "tiny",
+        description="tiny (the built-in tiny MoE) or a local model folder. With sglang only its tokenizer is loaded.",
+    )
     device: str = Field("cpu", description="Device for hf: cpu, cuda, cuda:1...")
     dtype: str = Field("auto", description="Weights dtype for hf (auto, float32, bfloat16).")
     max_batch_size: int = Field(32, ge=1, description="hf: prompts per forward pass.")
@@ -77,11 +80,16 @@ class EngineConfig(_Section):
 class EnvConfig(_Section):
     """Which episodes to run, and how to make their envs."""
 
-    tasks: list[str] = Field(default_factory=lambda: ["hello-file"],
-                             description="Task ids or task package paths; episodes cycle through them.")
+    tasks: list[str] = Field(
+        default_factory=lambda: ["hello-file"],
+        description="Task ids or task package paths; episodes cycle through them.",
+    )
     backend: str = Field("local", description="Sandbox backend: local (bubblewrap) or docker.")
-    kwargs: EnvKwargs = Field(default_factory=EnvKwargs, description='Extra gym.make("T1Terminal-v0", ...) '
-                              "arguments (reward_mode, max_turns, ...): t1env.options.EnvKwargs, typed.")
+    kwargs: EnvKwargs = Field(
+        default_factory=EnvKwargs,
+        description='Extra gym.make("T1Terminal-v0", ...) '
+        "arguments (reward_mode, max_turns, ...): t1env.options.EnvKwargs, typed.",
+    )
 
     @field_validator("tasks")
     @classmethod
@@ -108,14 +116,17 @@ class RolloutRunConfig(_Section):
 
     engine: EngineConfig = Field(default_factory=EngineConfig, description="The engine.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="The episodes' tasks and env settings.")
-    sampling: SamplingParams = Field(default_factory=SamplingParams,
-                                     description="Sampling of every turn (t1train.engines.base.SamplingParams).")
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig,
-                                   description="The agent loop (t1train.rollout.RolloutConfig).")
+    sampling: SamplingParams = Field(
+        default_factory=SamplingParams, description="Sampling of every turn (t1train.engines.base.SamplingParams)."
+    )
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="The agent loop (t1train.rollout.RolloutConfig)."
+    )
     episodes: int = Field(4, ge=1, description="Number of episodes to run.")
     seed: int = Field(0, description="Episode i resets with seed + i; sampling is seeded from it too.")
-    output: str = Field("runs/rollouts.jsonl", description="Where to write the trajectories (JSONL), one line per "
-                                                           "finished episode.")
+    output: str = Field(
+        "runs/rollouts.jsonl", description="Where to write the trajectories (JSONL), one line per finished episode."
+    )
 
 
 def load_rollout_config(path: str | Path) -> RolloutRunConfig:
@@ -131,25 +142,32 @@ def load_rollout_config(path: str | Path) -> RolloutRunConfig:
 class SFTSection(_Section):
     """The SFT warm-start of a training run (``t1train sft`` / before RL in ``t1train --config``)."""
 
-    tasks: list[str] | None = Field(None, description="Tasks whose oracle episodes to imitate (default: "
-                                                       "train.tasks).")
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1,
-                             description="Reset seeds of the oracle episodes.")
+    tasks: list[str] | None = Field(None, description="Tasks whose oracle episodes to imitate (default: train.tasks).")
+    seeds: list[int] = Field(
+        default_factory=lambda: [0], min_length=1, description="Reset seeds of the oracle episodes."
+    )
     repeats: int = Field(1, ge=1, description="How many times each oracle episode appears in the dataset.")
     max_steps: int = Field(100, ge=1, description="SFT optimizer steps.")
     learning_rate: LearningRate = Field(1e-3, description="SFT learning rate.")
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = Field(
-        "constant", description="SFT learning-rate schedule (transformers' names): linear or cosine decay to 0 "
-                                "ends on an average of the data, not on its last batches (a demonstrator's 50/50 "
-                                "choices stay near 50/50).")
+        "constant",
+        description="SFT learning-rate schedule (transformers' names): linear or cosine decay to 0 "
+        "ends on an average of the data, not on its last batches (a demonstrator's 50/50 "
+        "choices stay near 50/50).",
+    )
     per_device_train_batch_size: int = Field(8, ge=1, description="Episodes per SFT batch.")
-    turns: Literal["script", "lines"] = Field("script", description="The oracle's assistant turns: the whole "
-                                              "solve.sh in one turn (script), or one turn per line (lines).")
-    demos: bool = Field(False, description="Also imitate each task's demonstrations (solution/demos/*.sh: a "
-                                           "demonstrator's episodes, flawed ones included, kept whatever they "
-                                           "score) beside its oracle.")
-    output_dir: str | None = Field(None, description="Where to save the SFT model (default: "
-                                                     "<train.output_dir>/sft).")
+    turns: Literal["script", "lines"] = Field(
+        "script",
+        description="The oracle's assistant turns: the whole "
+        "solve.sh in one turn (script), or one turn per line (lines).",
+    )
+    demos: bool = Field(
+        False,
+        description="Also imitate each task's demonstrations (solution/demos/*.sh: a "
+        "demonstrator's episodes, flawed ones included, kept whatever they "
+        "score) beside its oracle.",
+    )
+    output_dir: str | None = Field(None, description="Where to save the SFT model (default: <train.output_dir>/sft).")
 
     @field_validator("tasks")
     @classmethod
@@ -162,16 +180,19 @@ class SFTSection(_Section):
 class EvalSection(_Section):
     """Held-out evaluation: before RL, after RL, and by ``t1train eval``."""
 
-    tasks: list[str] = Field(default_factory=list, description="Tasks to evaluate on (default: train.eval_tasks, "
-                                                               "else train.tasks).")
-    seeds: list[int] = Field(default_factory=lambda: [1000], min_length=1,
-                             description="Reset seeds (sampling is seeded from them too).")
+    tasks: list[str] = Field(
+        default_factory=list, description="Tasks to evaluate on (default: train.eval_tasks, else train.tasks)."
+    )
+    seeds: list[int] = Field(
+        default_factory=lambda: [1000], min_length=1, description="Reset seeds (sampling is seeded from them too)."
+    )
     episodes_per_task: int = Field(4, ge=1, description="Episodes per (task, seed).")
 
     @field_validator("tasks")
     @classmethod
     def _expand_tasks(cls, tasks: list[str]) -> list[str]:
         return _expand(tasks)
+
     temperature: float = Field(1.0, ge=0, allow_inf_nan=False, description="Sampling temperature (0: greedy).")
 
 
@@ -179,12 +200,19 @@ class TrainRunConfig(_Section):
     """Everything ``t1train --config FILE.yaml`` needs: model, optional SFT warm-start, RL (``T1Config``), eval."""
 
     model: str = Field("tiny", description="tiny (the built-in tiny MoE) or a local model folder.")
-    torch_threads: int | None = Field(None, ge=1, description="CPU threads for torch (1 is fastest for tiny models "
-                                                              "on a busy machine); null keeps torch's default.")
+    torch_threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads for torch (1 is fastest for tiny models "
+        "on a busy machine); null keeps torch's default.",
+    )
     sft: SFTSection | None = Field(None, description="SFT warm-start on oracle episodes; leave out to skip it.")
-    train: dict[str, Any] = Field(default_factory=dict, description="T1Config fields (TRL's GRPOConfig plus t1's; "
-                                                                    "see t1train/trainer.py), each checked against "
-                                                                    "its type.")
+    train: dict[str, Any] = Field(
+        default_factory=dict,
+        description="T1Config fields (TRL's GRPOConfig plus t1's; "
+        "see t1train/trainer.py), each checked against "
+        "its type.",
+    )
     eval: EvalSection = Field(default_factory=EvalSection, description="Held-out evaluation.")
 
 
@@ -306,14 +334,15 @@ def _describe(err: ValidationError, root: type, path: str | Path) -> str:
 
 def _message(e: dict) -> str:
     msg = e["msg"]
-    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+    return msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
 
 
 def _unknown(key: str, known: list[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    listing = (f" (known: {', '.join(known)})" if len(known) <= 20
-               else " (see the T1Config fields in t1train/trainer.py)")
+    listing = (
+        f" (known: {', '.join(known)})" if len(known) <= 20 else " (see the T1Config fields in t1train/trainer.py)"
+    )
     return f"unknown key{hint}{listing}"
 
 

@@ -84,16 +84,28 @@ def run_sft_section(cfg, targs, model, tokenizer):
     rollout = RolloutConfig(max_turns=max(targs.max_turns, 2), system_prompt=targs.system_prompt)
     t0 = time.monotonic()
     sft_tasks = training_tasks(section.tasks or targs.tasks)  # eval-only benchmark tasks never train
-    trajectories = oracle_trajectories(tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns,
-                                      demos=section.demos)
-    print(f"sft: {len(trajectories)} episodes ({'oracle and demos' if section.demos else 'oracle'}, "
-          f"{time.monotonic() - t0:.1f}s)")
+    trajectories = oracle_trajectories(
+        tokenizer, sft_tasks, section.seeds, make_env, rollout, turns=section.turns, demos=section.demos
+    )
+    print(
+        f"sft: {len(trajectories)} episodes ({'oracle and demos' if section.demos else 'oracle'}, "
+        f"{time.monotonic() - t0:.1f}s)"
+    )
     out = section.output_dir or f"{targs.output_dir}/sft"
-    sft_args = SFTConfig(output_dir=out, max_steps=section.max_steps, learning_rate=section.learning_rate,
-                         per_device_train_batch_size=section.per_device_train_batch_size, logging_steps=10,
-                         lr_scheduler_type=section.lr_scheduler_type, save_strategy="no", report_to="none", bf16=False,
-                         seed=targs.seed, activation_checkpointing=True,  # TRL's default, by its current name
-                         use_cpu=targs.use_cpu)  # several CPU processes (torchrun): the same process group as RL
+    sft_args = SFTConfig(
+        output_dir=out,
+        max_steps=section.max_steps,
+        learning_rate=section.learning_rate,
+        per_device_train_batch_size=section.per_device_train_batch_size,
+        logging_steps=10,
+        lr_scheduler_type=section.lr_scheduler_type,
+        save_strategy="no",
+        report_to="none",
+        bf16=False,
+        seed=targs.seed,
+        activation_checkpointing=True,  # TRL's default, by its current name
+        use_cpu=targs.use_cpu,
+    )  # several CPU processes (torchrun): the same process group as RL
     trainer = run_sft(model, tokenizer, sft_dataset(trajectories * section.repeats), sft_args)
     trainer.save_model(out)  # written by the main process only, under `accelerate launch`
     if trainer.accelerator.is_main_process:
@@ -108,8 +120,10 @@ def print_eval(label: str, metrics: dict) -> None:
 
     if not PartialState().is_main_process:  # under `accelerate launch`: one process prints
         return
-    print(f"{label:<12} passed {metrics['passed_mean']:.3f}  resolved {metrics['resolved_rate']:.2f}  "
-          f"({metrics['episodes']} episodes)")
+    print(
+        f"{label:<12} passed {metrics['passed_mean']:.3f}  resolved {metrics['resolved_rate']:.2f}  "
+        f"({metrics['episodes']} episodes)"
+    )
 
 
 def train_and_evaluate(cfg, targs, model=None, tokenizer=None, skip_sft: bool = False, quiet: bool = False) -> dict:

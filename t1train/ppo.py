@@ -29,9 +29,12 @@ OFF_POLICY_MODES = ("none", "token_truncate", "sequence_truncate", "token_mask",
 
 
 # ------------------------------------------------------------------------------------------------ rewards
-def place_rewards(action_mask: torch.Tensor, episode_rewards: torch.Tensor,
-                  turn_ends: list[list[int]] | None = None, turn_rewards: list[list[float]] | None = None
-                  ) -> torch.Tensor:
+def place_rewards(
+    action_mask: torch.Tensor,
+    episode_rewards: torch.Tensor,
+    turn_ends: list[list[int]] | None = None,
+    turn_rewards: list[list[float]] | None = None,
+) -> torch.Tensor:
     """Token-level rewards ``[B, T]``: each episode's reward on its last action token.
 
     With ``turn_ends``/``turn_rewards`` (per episode: completion index of each turn's last sampled token and the
@@ -61,8 +64,9 @@ def place_rewards(action_mask: torch.Tensor, episode_rewards: torch.Tensor,
 
 
 # ------------------------------------------------------------------------------------------------ advantages
-def gae(rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, gamma: float = 1.0,
-        lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized advantage estimation over action tokens only; returns ``(advantages, returns)``.
 
     Non-action positions are skipped: they carry neither the value nor the accumulated advantage, so the value
@@ -101,8 +105,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, reduce: Reduce | None = Non
     return total[0] / total[1].clamp(min=1.0)
 
 
-def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True,
-                  reduce: Reduce | None = None) -> torch.Tensor:
+def masked_whiten(
+    x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, reduce: Reduce | None = None
+) -> torch.Tensor:
     """Normalize ``x`` to unit variance (and zero mean) over ``mask``; 0 outside it. With ``reduce`` (see
     :func:`masked_mean`) the statistics are the whole batch's, over all processes."""
     mean = masked_mean(x, mask, reduce)
@@ -113,8 +118,9 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True,
     return out * mask
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-                       reduce: Reduce | None = None) -> float:
+def explained_variance(
+    values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, reduce: Reduce | None = None
+) -> float:
     """``1 - Var(returns - values) / Var(returns)`` over ``mask``: 1 is perfect, 0 is as good as a constant,
     negative is worse. ``nan`` when the returns do not vary.
 
@@ -132,9 +138,14 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
 
 
 # ------------------------------------------------------------------------------------------------ critic loss
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-               clip: float | None, normalizer: torch.Tensor | float | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float | None,
+    normalizer: torch.Tensor | float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss ``0.5 * max((V - R)^2, (V_clipped - R)^2)``, mean over ``mask``; returns
     ``(loss, clip_fraction)``. ``clip=None`` turns clipping off (plain squared error).
 
@@ -156,8 +167,13 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
 
 # ------------------------------------------------------------------------------------------------ off-policy
-def off_policy_weights(trainer_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: torch.Tensor,
-                       mode: str = "token_truncate", clip: float = 2.0) -> torch.Tensor | None:
+def off_policy_weights(
+    trainer_logps: torch.Tensor,
+    sampler_logps: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "token_truncate",
+    clip: float = 2.0,
+) -> torch.Tensor | None:
     """Importance weights ``pi_trainer / pi_sampler`` that correct for the sampler not being the trainer.
 
     ``token_*`` gives one weight per token ``[B, T]``, ``sequence_*`` one per episode ``[B, 1]`` (the product of

@@ -63,8 +63,9 @@ def _qwen_moe_layers(config) -> list[int]:
     """Qwen2/3-MoE: MoE unless listed in ``mlp_only_layers``; every ``decoder_sparse_step``-th layer."""
     dense = set(getattr(config, "mlp_only_layers", None) or [])
     step = getattr(config, "decoder_sparse_step", 1) or 1
-    return [i for i in range(config.num_hidden_layers)
-            if i not in dense and config.num_experts > 0 and (i + 1) % step == 0]
+    return [
+        i for i in range(config.num_hidden_layers) if i not in dense and config.num_experts > 0 and (i + 1) % step == 0
+    ]
 
 
 @dataclass(frozen=True)
@@ -140,12 +141,16 @@ def check_r3_supported(model: torch.nn.Module) -> list[MoELayer]:
     if layers:
         return layers
     if routers and model_family(model) is None:
-        raise ValueError(f"r3 does not know the MoE family {model_type!r} (routers like {routers[0]!r} of class "
-                         f"{type(model.get_submodule(routers[0])).__name__}); add it to t1train/r3.py FAMILIES "
-                         "(recipe in the module docstring), or set r3: false")
-    raise ValueError(f"r3 needs a Mixture-of-Experts model with a top-k router, but {model_type} "
-                     f"({type(model).__name__}) has none. Set r3: false for dense models; for an MoE family t1 does "
-                     "not know yet, add it to t1train/r3.py FAMILIES (recipe in the module docstring).")
+        raise ValueError(
+            f"r3 does not know the MoE family {model_type!r} (routers like {routers[0]!r} of class "
+            f"{type(model.get_submodule(routers[0])).__name__}); add it to t1train/r3.py FAMILIES "
+            "(recipe in the module docstring), or set r3: false"
+        )
+    raise ValueError(
+        f"r3 needs a Mixture-of-Experts model with a top-k router, but {model_type} "
+        f"({type(model).__name__}) has none. Set r3: false for dense models; for an MoE family t1 does "
+        "not know yet, add it to t1train/r3.py FAMILIES (recipe in the module docstring)."
+    )
 
 
 def moe_layer_indices(config) -> list[int]:
@@ -167,8 +172,10 @@ def engine_routing_shape(config) -> dict:
         {'top_k_experts': 2, 'moe_layers': [0, 2]}
     """
     known = getattr(config, "model_type", None) in FAMILIES
-    return {"top_k_experts": getattr(config, "num_experts_per_tok", None),
-            "moe_layers": moe_layer_indices(config) if known else None}
+    return {
+        "top_k_experts": getattr(config, "num_experts_per_tok", None),
+        "moe_layers": moe_layer_indices(config) if known else None,
+    }
 
 
 def routing_dtype(num_experts: int) -> torch.dtype:
@@ -177,8 +184,14 @@ def routing_dtype(num_experts: int) -> torch.dtype:
 
 
 # ---------------------------------------------------------------------------------------------------- alignment
-def align_routing(samples: list, prompt_lengths: list[int], prompt_width: int, total_width: int,
-                  moe_layers_count: int | None = None, top_k: int | None = None):
+def align_routing(
+    samples: list,
+    prompt_lengths: list[int],
+    prompt_width: int,
+    total_width: int,
+    moe_layers_count: int | None = None,
+    top_k: int | None = None,
+):
     """Lay per-sequence routing out like TRL's batch: prompts left-padded, completions right-padded.
 
     Args:
@@ -220,9 +233,11 @@ def align_routing(samples: list, prompt_lengths: list[int], prompt_width: int, t
         if rmask.shape[0] != n:
             raise ValueError(f"row {b}: {n} routing rows but a mask of {rmask.shape[0]}")
         if plen > prompt_width or n - plen > total_width - prompt_width:
-            raise ValueError(f"row {b}: {plen} prompt + {n - plen} completion tokens do not fit the batch "
-                             f"({prompt_width} + {total_width - prompt_width}); was the prompt or completion "
-                             "truncated? R3 needs the same tokens the sampler saw")
+            raise ValueError(
+                f"row {b}: {plen} prompt + {n - plen} completion tokens do not fit the batch "
+                f"({prompt_width} + {total_width - prompt_width}); was the prompt or completion "
+                "truncated? R3 needs the same tokens the sampler saw"
+            )
         start = prompt_width - plen
         routing[b, start : start + n] = rows
         mask[b, start : start + n] = rmask
@@ -248,9 +263,11 @@ class _Batch:
         if tokens == self.rows * self.seq:
             return self.indices[layer].reshape(tokens, -1), self.mask.reshape(tokens)
         if tokens % self.seq or self.offset + tokens // self.seq > self.rows:
-            raise ValueError(f"routing for [{self.rows}, {self.seq}] tokens (rows {self.offset}.. next) but a router "
-                             f"sees {tokens}; the routing tensor must have the shape of input_ids (or of the rows "
-                             "that the forwards run in chunks, in order)")
+            raise ValueError(
+                f"routing for [{self.rows}, {self.seq}] tokens (rows {self.offset}.. next) but a router "
+                f"sees {tokens}; the routing tensor must have the shape of input_ids (or of the rows "
+                "that the forwards run in chunks, in order)"
+            )
         rows = tokens // self.seq
         span = slice(self.offset, self.offset + rows)
         if last_layer and self.count:
@@ -294,8 +311,11 @@ class RoutingReplay:
             router = layer.router
             self._originals.append((router, router.__dict__.get("forward")))
             router.forward = self._replaying_forward(i, router, router.forward, layer.family)
-        self._ckpt_layers = [m for m in model.modules() if hasattr(m, "_gradient_checkpointing_func")
-                             or hasattr(type(m), "gradient_checkpointing")]
+        self._ckpt_layers = [
+            m
+            for m in model.modules()
+            if hasattr(m, "_gradient_checkpointing_func") or hasattr(type(m), "gradient_checkpointing")
+        ]
         self.reset_metrics()
 
     def remove(self) -> None:
@@ -319,8 +339,11 @@ class RoutingReplay:
         routing mismatch R3 removes); ``r3/fallback_tokens``: real tokens routed live for lack of a record;
         ``r3/replayed_tokens``."""
         agree = int(self._agree)
-        out = {"r3/agreement": agree / self._token_layers if self._token_layers else 1.0,
-               "r3/fallback_tokens": self._fallback, "r3/replayed_tokens": self._tokens}
+        out = {
+            "r3/agreement": agree / self._token_layers if self._token_layers else 1.0,
+            "r3/fallback_tokens": self._fallback,
+            "r3/replayed_tokens": self._tokens,
+        }
         if reset:
             self.reset_metrics()
         return out
@@ -388,14 +411,18 @@ class RoutingReplay:
         marks recorded positions (default: all); ``attention_mask`` keeps padding out of the fallback count."""
         routed = torch.as_tensor(routed_experts)
         if routed.dim() != 4 or routed.shape[2] != len(self.layers) or routed.shape[3] != self.top_k:
-            raise ValueError(f"routed experts of shape {tuple(routed.shape)}; expected [batch, seq, "
-                             f"{len(self.layers)} MoE layers, top_k={self.top_k}]")
+            raise ValueError(
+                f"routed experts of shape {tuple(routed.shape)}; expected [batch, seq, "
+                f"{len(self.layers)} MoE layers, top_k={self.top_k}]"
+            )
         batch_size, seq = routed.shape[:2]
         mask = torch.ones((batch_size, seq), dtype=torch.bool) if mask is None else torch.as_tensor(mask).bool()
         valid = torch.ones_like(mask) if attention_mask is None else torch.as_tensor(attention_mask).bool().cpu()
         if mask.shape != (batch_size, seq) or valid.shape != (batch_size, seq):
-            raise ValueError(f"mask {tuple(mask.shape)} / attention_mask {tuple(valid.shape)} do not match the "
-                             f"routing's [batch, seq] = {(batch_size, seq)}")
+            raise ValueError(
+                f"mask {tuple(mask.shape)} / attention_mask {tuple(valid.shape)} do not match the "
+                f"routing's [batch, seq] = {(batch_size, seq)}"
+            )
         device = self.layers[0].router.weight.device
         batch = _Batch(routed.to(device=device, dtype=torch.long).permute(2, 0, 1, 3), mask.to(device))
         cpu_mask = mask.cpu()

@@ -102,15 +102,24 @@ class RolloutConfig:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         if self.protocol != "text":
-            raise ValueError(f"protocol {self.protocol!r}: the rollout trains with protocol: text (the model writes "
-                             "its action in its reply); tools is for t1env eval --agent openai and TerminalToolEnv")
+            raise ValueError(
+                f"protocol {self.protocol!r}: the rollout trains with protocol: text (the model writes "
+                "its action in its reply); tools is for t1env eval --agent openai and TerminalToolEnv"
+            )
 
     def agent_protocol(self, max_new_tokens: int | None = None) -> Protocol:
         """The protocol this loop speaks (what a checkpoint trained with it records, ``t1_protocol.json``)."""
-        return Protocol(name=self.protocol, system_prompt=self.system_prompt, observation_role=self.observation_role,
-                        max_observation_chars=self.max_observation_chars, max_new_tokens=max_new_tokens,
-                        max_context_tokens=self.max_context_tokens, max_turns=self.max_turns,
-                        truncated_turns=self.truncated_turns, chat_template=self.chat_template)
+        return Protocol(
+            name=self.protocol,
+            system_prompt=self.system_prompt,
+            observation_role=self.observation_role,
+            max_observation_chars=self.max_observation_chars,
+            max_new_tokens=max_new_tokens,
+            max_context_tokens=self.max_context_tokens,
+            max_turns=self.max_turns,
+            truncated_turns=self.truncated_turns,
+            chat_template=self.chat_template,
+        )
 
 
 def check_truncated_turns(mode: str) -> None:
@@ -130,8 +139,9 @@ class EpisodeSpec:
     samples what an uninterrupted run would have."""
 
 
-def make_env_factory(backend: str = "local", task_dirs: list[str] | None = None, executor=None,
-                     **kwargs: Any) -> Callable[[str], Any]:
+def make_env_factory(
+    backend: str = "local", task_dirs: list[str] | None = None, executor=None, **kwargs: Any
+) -> Callable[[str], Any]:
     """``make_env(task) -> T1Terminal-v0`` env, as the runner (``t1train rollout``, the trainer, SFT) makes them.
 
     ``task`` is a task id or a path to a task package; ``kwargs`` go to ``gym.make`` (``reward_mode``,
@@ -179,8 +189,14 @@ class RolloutRunner:
         config: loop settings.
     """
 
-    def __init__(self, engine: Engine, tokenizer, make_env: Callable[[str], Any], sampling: SamplingParams,
-                 config: RolloutConfig | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer,
+        make_env: Callable[[str], Any],
+        sampling: SamplingParams,
+        config: RolloutConfig | None = None,
+    ):
         self.engine = engine
         self.tokenizer = tokenizer
         self.make_env = make_env
@@ -197,8 +213,12 @@ class RolloutRunner:
         messages = self.protocol.first_messages(obs)
         ep.history = messages
         ep.ids = self.tito.prompt_ids(messages)
-        ep.traj = Trajectory(task_id=info.get("task_id", ep.spec.task), seed=ep.spec.seed, prompt_ids=list(ep.ids),
-                             messages=list(messages))
+        ep.traj = Trajectory(
+            task_id=info.get("task_id", ep.spec.task),
+            seed=ep.spec.seed,
+            prompt_ids=list(ep.ids),
+            messages=list(messages),
+        )
         return ep
 
     @staticmethod
@@ -212,8 +232,9 @@ class RolloutRunner:
             ep.closed = True
 
     # ---------------------------------------------------------------- main loop
-    def run(self, episodes: list[EpisodeSpec],
-            on_episode: Callable[[int, Trajectory], None] | None = None) -> list[Trajectory]:
+    def run(
+        self, episodes: list[EpisodeSpec], on_episode: Callable[[int, Trajectory], None] | None = None
+    ) -> list[Trajectory]:
         """Run all episodes; return their trajectories in the order given.
 
         ``on_episode(index, trajectory)`` is called (in the caller's thread) as soon as each episode has finished,
@@ -255,13 +276,23 @@ class RolloutRunner:
                 if ready and gens_in_flight < max(1, self.engine.max_concurrency):
                     batch, ready = ready, []
                     # with routing: each prompt's rows from the first position no earlier turn covered (R3)
-                    extra = {"routed_experts_start": [_routing_start(ep) for ep in batch]} \
-                        if cfg.return_routed_experts else {}
+                    extra = (
+                        {"routed_experts_start": [_routing_start(ep) for ep in batch]}
+                        if cfg.return_routed_experts
+                        else {}
+                    )
                     if self.sampling.seed is not None:  # per episode and turn: independent of batching
-                        extra["seeds"] = [episode_seed(self.sampling.seed, _sampling_index(ep, slot),
-                                                       len(ep.traj.turns)) for ep in batch]
-                    fut = pool.submit(self.engine.generate, [ep.ids for ep in batch], self.sampling,
-                                      cfg.return_routed_experts, **extra)
+                        extra["seeds"] = [
+                            episode_seed(self.sampling.seed, _sampling_index(ep, slot), len(ep.traj.turns))
+                            for ep in batch
+                        ]
+                    fut = pool.submit(
+                        self.engine.generate,
+                        [ep.ids for ep in batch],
+                        self.sampling,
+                        cfg.return_routed_experts,
+                        **extra,
+                    )
                     futures[fut] = ("generate", batch)
                     gens_in_flight += 1
                 if not futures:
@@ -313,10 +344,16 @@ class RolloutRunner:
     def _on_generation(self, ep: _Episode, gen: Generation, futures, pool, ready) -> bool:
         """Record the sampled turn and act on it. Returns True when the episode is finished."""
         traj = ep.traj
-        turn = Turn(prompt_len=len(ep.ids), sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
-                    finish_reason=gen.finish_reason, routed_experts=gen.routed_experts,
-                    weight_version=gen.weight_version, prompt_routed_experts=gen.prompt_routed_experts,
-                    routed_experts_start=gen.routed_experts_start)
+        turn = Turn(
+            prompt_len=len(ep.ids),
+            sampled_ids=list(gen.token_ids),
+            logprobs=list(gen.logprobs),
+            finish_reason=gen.finish_reason,
+            routed_experts=gen.routed_experts,
+            weight_version=gen.weight_version,
+            prompt_routed_experts=gen.prompt_routed_experts,
+            routed_experts_start=gen.routed_experts_start,
+        )
         traj.turns.append(turn)
         ep.ids = ep.ids + turn.sampled_ids
         text = self.tito.assistant_text(gen)

@@ -59,17 +59,25 @@ class OracleEngine:
     def __init__(self, tokenizer, scripts: dict[str, list[str]] | list[list[str]], sampling_seed: int = 0):
         self.tokenizer = tokenizer
         self.scripts = scripts
-        self.by_seed = None if isinstance(scripts, dict) else {
-            episode_seed(sampling_seed, episode, turn): text
-            for episode, turns in enumerate(scripts) for turn, text in enumerate(turns)}
+        self.by_seed = (
+            None
+            if isinstance(scripts, dict)
+            else {
+                episode_seed(sampling_seed, episode, turn): text
+                for episode, turns in enumerate(scripts)
+                for turn, text in enumerate(turns)
+            }
+        )
         self.stop_id = tokenizer.eos_token_id
         self.weight_version = "oracle"
 
     def _turn(self, prompt: list[int], seed: int | None) -> str:
         if self.by_seed is not None:
             if seed not in self.by_seed:
-                raise KeyError("no episode script has this sampling seed; run the episodes in the order of the "
-                               "scripts with SamplingParams(seed=sampling_seed)")
+                raise KeyError(
+                    "no episode script has this sampling seed; run the episodes in the order of the "
+                    "scripts with SamplingParams(seed=sampling_seed)"
+                )
             return self.by_seed[seed]
         text = self.tokenizer.decode(prompt)
         for instruction, turns in self.scripts.items():
@@ -77,8 +85,14 @@ class OracleEngine:
                 return turns[min(text.count("<|im_start|>assistant") - 1, len(turns) - 1)]
         raise KeyError("no oracle script matches this prompt; pass the env's reset observation as the key")
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-                 routed_experts_start: list[int] | None = None, seeds: list[int] | None = None) -> list[Generation]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        return_routed_experts: bool = False,
+        routed_experts_start: list[int] | None = None,
+        seeds: list[int] | None = None,
+    ) -> list[Generation]:
         out = []
         for prompt, seed in zip(prompts, seeds or [None] * len(prompts)):
             ids = self.tokenizer(self._turn(prompt, seed), add_special_tokens=False)["input_ids"] + [self.stop_id]
@@ -89,9 +103,16 @@ class OracleEngine:
         raise NotImplementedError("the oracle has no weights")
 
 
-def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env: Callable[[str], Any] | None = None,
-                        rollout: RolloutConfig | None = None, require_resolved: bool = True,
-                        turns: str = "script", demos: bool = False) -> list[Trajectory]:
+def oracle_trajectories(
+    tokenizer,
+    tasks: list[str],
+    seeds: list[int],
+    make_env: Callable[[str], Any] | None = None,
+    rollout: RolloutConfig | None = None,
+    require_resolved: bool = True,
+    turns: str = "script",
+    demos: bool = False,
+) -> list[Trajectory]:
     """Play every (task, seed) with the task's oracle in the real env; keep the episodes the verifier resolved.
 
     ``turns``: how the solution is split into assistant turns (:func:`oracle_turns`). ``demos``: also play each of
@@ -109,15 +130,22 @@ def oracle_trajectories(tokenizer, tasks: list[str], seeds: list[int], make_env:
     rollout = rollout or RolloutConfig(max_turns=4)
     if turns == "lines":  # room for every command and the SUBMIT
         rollout = dataclasses.replace(rollout, max_turns=max(rollout.max_turns, *(len(s) for _, s, _ in plays)))
-    runner = RolloutRunner(OracleEngine(tokenizer, [script for _, script, _ in plays]), tokenizer, make_env,
-                           SamplingParams(max_new_tokens=1024, seed=0), rollout)
+    runner = RolloutRunner(
+        OracleEngine(tokenizer, [script for _, script, _ in plays]),
+        tokenizer,
+        make_env,
+        SamplingParams(max_new_tokens=1024, seed=0),
+        rollout,
+    )
     played = list(zip(runner.run([episode for episode, _, _ in plays]), [is_demo for _, _, is_demo in plays]))
     if require_resolved:
         oracle = [t for t, is_demo in played if not is_demo]
         unresolved = [t.task_id for t in oracle if not t.checks.get("resolved")]
         if len(unresolved) == len(oracle):
-            raise RuntimeError(f"no oracle episode was resolved (tasks {sorted(set(unresolved))}); "
-                               "check the tasks with `t1env validate`")
+            raise RuntimeError(
+                f"no oracle episode was resolved (tasks {sorted(set(unresolved))}); "
+                "check the tasks with `t1env validate`"
+            )
         played = [(t, is_demo) for t, is_demo in played if is_demo or t.checks.get("resolved")]
     return [t for t, _ in played]
 
@@ -126,8 +154,9 @@ def sft_dataset(trajectories: list[Trajectory]):
     """A pre-tokenized dataset for TRL's ``SFTTrainer``: ``input_ids`` and ``assistant_masks`` (the loss mask)."""
     import datasets  # the train extra: only when SFT runs
 
-    return datasets.Dataset.from_list([{"input_ids": t.token_ids(), "assistant_masks": t.loss_mask()}
-                                       for t in trajectories])
+    return datasets.Dataset.from_list(
+        [{"input_ids": t.token_ids(), "assistant_masks": t.loss_mask()} for t in trajectories]
+    )
 
 
 def run_sft(model, tokenizer, dataset, config):

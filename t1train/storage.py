@@ -96,8 +96,10 @@ def _scan(path: Path) -> tuple[list[dict], int, bool]:
         except ValueError as err:
             if last:  # no newline after it: a write cut short by a kill
                 return records, good, False
-            raise ValueError(f"{path}:{number}: not a JSON line ({err}); the file is damaged in the middle, "
-                             "not just at the end: move it aside and re-run") from None
+            raise ValueError(
+                f"{path}:{number}: not a JSON line ({err}); the file is damaged in the middle, "
+                "not just at the end: move it aside and re-run"
+            ) from None
         if record is not None:
             records.append(record)
         if last:
@@ -112,8 +114,7 @@ def read_jsonl(path: str | Path, warn: bool = True) -> list[dict]:
     records, good, complete_tail = _scan(path)
     torn = path.stat().st_size - good
     if torn and not complete_tail and warn:
-        warnings.warn(f"{path}: skipped a torn last line ({torn} bytes): its writer was killed mid-write",
-                      stacklevel=2)
+        warnings.warn(f"{path}: skipped a torn last line ({torn} bytes): its writer was killed mid-write", stacklevel=2)
     return records
 
 
@@ -142,8 +143,10 @@ class EpisodeLog:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise ValueError(f"{self.path} is being written by another process (or another trainer in this "
-                                     "one): wait for it to finish, or write elsewhere") from None
+                    raise ValueError(
+                        f"{self.path} is being written by another process (or another trainer in this "
+                        "one): wait for it to finish, or write elsewhere"
+                    ) from None
                 time.sleep(0.05)
         records, good, complete_tail = _scan(self.path)
         size = os.fstat(fd).st_size
@@ -170,7 +173,7 @@ class EpisodeLog:
         data = (json.dumps(record) + "\n").encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
         os.fsync(self._fd)
         self.keys.add(k)
         return True

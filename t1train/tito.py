@@ -107,7 +107,7 @@ def _first_difference(a: str, b: str, context: int = 30) -> str:
     i = 0
     while i < min(len(a), len(b)) and a[i] == b[i]:
         i += 1
-    return f"at char {i}: {a[max(0, i - context): i + context]!r} vs {b[max(0, i - context): i + context]!r}"
+    return f"at char {i}: {a[max(0, i - context) : i + context]!r} vs {b[max(0, i - context) : i + context]!r}"
 
 
 class Tito:
@@ -238,8 +238,9 @@ class Tito:
         except TemplateNotPrefixPreserving as err:
             if self.on_non_prefix == "error":
                 raise
-            warnings.warn(f"{err} Continuing: each affected turn is repaired and recorded as a drift event.",
-                          stacklevel=2)
+            warnings.warn(
+                f"{err} Continuing: each affected turn is repaired and recorded as a drift event.", stacklevel=2
+            )
             return False
 
 
@@ -279,16 +280,18 @@ def retokenize_drift_per_turn(trajectory, tokenizer, chat_template: str | None =
     positions where that region differs from the sampled ids, plus the length difference.
     """
     messages = list(trajectory.messages)
-    text = tokenizer.apply_chat_template(messages, chat_template=chat_template, tokenize=False,
-                                         add_generation_prompt=False)
+    text = tokenizer.apply_chat_template(
+        messages, chat_template=chat_template, tokenize=False, add_generation_prompt=False
+    )
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     special = set(tokenizer.all_special_ids)
     assistant_turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     drift = []
     for turn, msg_index in zip(trajectory.turns, assistant_turns):
-        prefix = tokenizer.apply_chat_template(messages[:msg_index], chat_template=chat_template, tokenize=False,
-                                               add_generation_prompt=True)
+        prefix = tokenizer.apply_chat_template(
+            messages[:msg_index], chat_template=chat_template, tokenize=False, add_generation_prompt=True
+        )
         start = len(prefix)
         end = start + len(messages[msg_index]["content"])
         # the region: tokens overlapping the content, plus the template's end-of-turn token right after it

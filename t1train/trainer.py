@@ -95,7 +95,15 @@ try:  # transformers >= 5; before, only the private Trainer._rotate_checkpoints 
 except ImportError:
     rotate_checkpoints = None
 
-__all__ = ["ALGORITHMS", "T1Config", "T1Trainer", "checkpoint_step", "episode_dataset", "episode_metrics", "passing_checks"]
+__all__ = [
+    "ALGORITHMS",
+    "T1Config",
+    "T1Trainer",
+    "checkpoint_step",
+    "episode_dataset",
+    "episode_metrics",
+    "passing_checks",
+]
 
 
 def episode_dataset(tasks: list[str], seeds: list[int]):
@@ -132,9 +140,19 @@ class T1Trainer(GRPOTrainer):
 
     _tag_names = ["trl", "t1", "ppo", "grpo"]
 
-    def __init__(self, model, args: T1Config, processing_class=None, train_dataset=None, engine=None,
-                 make_env: Callable[[str], Any] | None = None, value_model: ValueModel | None = None,
-                 reward_funcs: list | None = None, peft_config=None, callbacks=None):
+    def __init__(
+        self,
+        model,
+        args: T1Config,
+        processing_class=None,
+        train_dataset=None,
+        engine=None,
+        make_env: Callable[[str], Any] | None = None,
+        value_model: ValueModel | None = None,
+        reward_funcs: list | None = None,
+        peft_config=None,
+        callbacks=None,
+    ):
         if isinstance(model, str):
             model, tokenizer = load_model_and_tokenizer(model)
             processing_class = processing_class or tokenizer
@@ -142,8 +160,11 @@ class T1Trainer(GRPOTrainer):
             raise ValueError("pass processing_class= (the policy's tokenizer, with a chat template)")
         unpatch_forward(model)  # a stale TRL forward patch (e.g. on a deepcopy) would run another model's weights
         if args.algorithm == "ppo" and value_model is None:
-            value_model = (ValueModel.from_pretrained(args.value_model_path) if args.value_model_path
-                           else ValueModel.from_policy(model))  # before PEFT wraps the policy
+            value_model = (
+                ValueModel.from_pretrained(args.value_model_path)
+                if args.value_model_path
+                else ValueModel.from_policy(model)
+            )  # before PEFT wraps the policy
         if train_dataset is None:
             train_dataset = episode_dataset(args.tasks, args.train_seeds)
         if make_env is None:  # registry tasks: an unknown one is an error now, not a failed episode each time
@@ -151,10 +172,12 @@ class T1Trainer(GRPOTrainer):
                 get_task(task, args.env_kwargs.get("task_dirs"))
         groups = args.generation_batch_size // args.num_generations
         if len(train_dataset) < groups:
-            raise ValueError(f"a generation batch needs {groups} distinct episodes (generation_batch_size "
-                             f"{args.generation_batch_size} / num_generations {args.num_generations}) but the train "
-                             f"set has {len(train_dataset)} (tasks x train_seeds); add train_seeds or tasks, or "
-                             "raise num_generations")
+            raise ValueError(
+                f"a generation batch needs {groups} distinct episodes (generation_batch_size "
+                f"{args.generation_batch_size} / num_generations {args.num_generations}) but the train "
+                f"set has {len(train_dataset)} (tasks x train_seeds); add train_seeds or tasks, or "
+                "raise num_generations"
+            )
         # beta > 0 without PEFT: the reference is the policy as passed here (the RL starting point, e.g. the SFT
         # warm-start still in memory). TRL would reload it from the model's path, which an in-memory model does not
         # have or which holds other weights: hide beta from TRL's constructor and make the reference below.
@@ -165,9 +188,15 @@ class T1Trainer(GRPOTrainer):
         if own_reference:
             args.beta, args.sync_ref_model = 0.0, False
         try:
-            super().__init__(model=model, reward_funcs=[passing_checks, *(reward_funcs or [])], args=args,
-                             train_dataset=train_dataset,
-                             processing_class=processing_class, peft_config=peft_config, callbacks=callbacks)
+            super().__init__(
+                model=model,
+                reward_funcs=[passing_checks, *(reward_funcs or [])],
+                args=args,
+                train_dataset=train_dataset,
+                processing_class=processing_class,
+                peft_config=peft_config,
+                callbacks=callbacks,
+            )
         finally:
             args.beta, args.sync_ref_model = beta, sync_ref
         if own_reference:
@@ -182,8 +211,12 @@ class T1Trainer(GRPOTrainer):
         if args.r3:
             self.routing_replay = RoutingReplay(self.model)  # a clear error if the policy has no MoE router
         self.rollout_config = args.rollout_config()
-        self.sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                       top_p=args.top_p, top_k=args.top_k if args.top_k else -1)
+        self.sampling = SamplingParams(
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k if args.top_k else -1,
+        )
         self._engine_version: str | None = None
         self._episode_log: EpisodeLog | None = None
         self._episode_log_claimed = False  # decided once: a fresh run moves an earlier run's episodes aside
@@ -197,8 +230,9 @@ class T1Trainer(GRPOTrainer):
         self.critic_warmup_history: list[dict] = []
         if value_model is not None:
             self.value_model = value_model.to(self.accelerator.device).train()
-            self.value_optimizer = torch.optim.AdamW(self.value_model.parameters(), lr=args.critic_learning_rate,
-                                                     eps=args.adam_epsilon)
+            self.value_optimizer = torch.optim.AdamW(
+                self.value_model.parameters(), lr=args.critic_learning_rate, eps=args.adam_epsilon
+            )
             self.add_callback(_CriticStepCallback(self))  # the critic steps with the policy's optimizer
         if args.eval_every_steps:
             self.add_callback(_EpisodeEvalCallback(self))
@@ -237,7 +271,8 @@ class T1Trainer(GRPOTrainer):
             context = use_adapter(peft_model, adapter_name="ref" if "ref" in peft_model.peft_config else None)
         with context:
             logps, _, _ = self._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size)
+                model, input_ids, attention_mask, width, batch_size=self.args.per_device_train_batch_size
+            )
         return logps
 
     # ------------------------------------------------------------------------------------------ engine
@@ -285,16 +320,23 @@ class T1Trainer(GRPOTrainer):
         return self.routing_replay.active(batch["r3_routing"], batch["r3_mask"], attention_mask)
 
     # ------------------------------------------------------------------------------------------ rollout
-    def rollout(self, specs: list[EpisodeSpec], sampling: SamplingParams | None = None,
-                phase: str = "train", first_index: int = 0) -> list[Trajectory]:
+    def rollout(
+        self,
+        specs: list[EpisodeSpec],
+        sampling: SamplingParams | None = None,
+        phase: str = "train",
+        first_index: int = 0,
+    ) -> list[Trajectory]:
         """Play episodes with the engine as it is now (no weight sync); each is logged as it finishes (``phase``
         names the run's part in the log: ``train``, ``warmup``, ``eval``...).
 
         ``first_index``: the position of ``specs[0]`` in the whole batch when this process plays a slice of it
         (multi-process runs): each episode samples from the stream of its position in the whole batch, so a batch
         samples the same episodes however many processes share it."""
-        specs = [spec if spec.sampling_index is not None else dataclasses.replace(spec, sampling_index=first_index + i)
-                 for i, spec in enumerate(specs)]
+        specs = [
+            spec if spec.sampling_index is not None else dataclasses.replace(spec, sampling_index=first_index + i)
+            for i, spec in enumerate(specs)
+        ]
         if sampling is None:
             # Seeded per (phase, step, call), then per episode and turn by the runner: what an episode samples
             # does not depend on which other episodes share the engine's batches, i.e. on thread timing (with
@@ -347,9 +389,11 @@ class T1Trainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         if mode == "train":
             self.sync_engine_weights()
-        trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs],
-                                    phase="train" if mode == "train" else "trl-eval",
-                                    first_index=self.accelerator.process_index * len(inputs))
+        trajectories = self.rollout(
+            [EpisodeSpec(x["task"], x["seed"]) for x in inputs],
+            phase="train" if mode == "train" else "trl-eval",
+            first_index=self.accelerator.process_index * len(inputs),
+        )
         batch = self.score_trajectories(trajectories, inputs, mode)
         batch.pop("_metrics")
         return batch
@@ -364,21 +408,34 @@ class T1Trainer(GRPOTrainer):
             n = len(t.prompt_ids)
             if n == 0 or len(ids) == n:  # the episode failed before (or at) its first turn: nothing to learn
                 prompts.append(list(t.prompt_ids) or [pad_id])
-                completions.append([pad_id]); masks.append([0]); sampler_lps.append([0.0])
-                turn_ends.append([]); turn_rewards.append([]); routes.append(None)
+                for column, empty in (
+                    (completions, [pad_id]),
+                    (masks, [0]),
+                    (sampler_lps, [0.0]),
+                    (turn_ends, []),
+                    (turn_rewards, []),
+                    (routes, None),
+                ):
+                    column.append(empty)
                 continue
-            prompts.append(ids[:n]); completions.append(ids[n:]); masks.append(mask[n:]); sampler_lps.append(lps[n:])
+            for column, part in ((prompts, ids[:n]), (completions, ids[n:]), (masks, mask[n:]), (sampler_lps, lps[n:])):
+                column.append(part)
             ends, pos = [], 0
             for turn in t.turns:
                 pos += len(turn.sampled_ids)
                 ends.append(pos - 1)
                 pos += len(turn.bridge_ids)
-            turn_ends.append(ends); turn_rewards.append([turn.reward for turn in t.turns])
+            turn_ends.append(ends)
+            turn_rewards.append([turn.reward for turn in t.turns])
             routes.append(t.routed_experts())
 
         def padded(rows, value, side, dtype):
-            return pad([torch.tensor(r, dtype=dtype) for r in rows], padding_value=value, padding_side=side,
-                       pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+            return pad(
+                [torch.tensor(r, dtype=dtype) for r in rows],
+                padding_value=value,
+                padding_side=side,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+            ).to(device)
 
         batch = {
             "prompt_ids": padded(prompts, pad_id, "left", torch.long),
@@ -397,18 +454,22 @@ class T1Trainer(GRPOTrainer):
                 routed[b, where] = torch.tensor(r, dtype=torch.int32)
             batch["routed_experts"] = routed.to(device)
         if self.routing_replay is not None:  # R3: every position's recorded routing, laid out like input_ids
-            samples = [t.routed_experts_by_position() if len(t.token_ids()) > len(t.prompt_ids) > 0 else None
-                       for t in trajectories]
+            samples = [
+                t.routed_experts_by_position() if len(t.token_ids()) > len(t.prompt_ids) > 0 else None
+                for t in trajectories
+            ]
             if any(s is not None for s in samples):
                 width = batch["prompt_ids"].shape[1]
-                routing, recorded = align_routing(samples, [len(p) for p in prompts], width,
-                                                  width + batch["completion_ids"].shape[1])
+                routing, recorded = align_routing(
+                    samples, [len(p) for p in prompts], width, width + batch["completion_ids"].shape[1]
+                )
                 batch["r3_routing"], batch["r3_mask"] = routing.to(device), recorded.to(device)
         return batch, turn_ends, turn_rewards
 
     @torch.no_grad()
-    def score_trajectories(self, trajectories: list[Trajectory], inputs: list[dict], mode: str = "train",
-                           critic_only: bool = False) -> dict:
+    def score_trajectories(
+        self, trajectories: list[Trajectory], inputs: list[dict], mode: str = "train", critic_only: bool = False
+    ) -> dict:
         """Turn finished episodes into a training batch: tensors, rewards, advantages, importance weights."""
         args, device = self.args, self.accelerator.device
         batch, turn_ends, turn_rewards = self._pad_batch(trajectories)
@@ -420,22 +481,29 @@ class T1Trainer(GRPOTrainer):
 
         # ---- rewards: the env's passing-check count (+ extra reward functions), through TRL's reward plumbing
         inputs = [{**x, "trajectory": t} for x, t in zip(inputs, trajectories)]
-        texts = [[{"role": "assistant", "content": "\n".join(m["content"] for m in t.messages
-                                                                if m["role"] == "assistant")}] for t in trajectories]
-        rewards_per_func = self._calculate_rewards(inputs, [x["prompt"] for x in inputs], texts,
-                                                   [b.tolist() for b in batch["completion_ids"]])
+        texts = [
+            [{"role": "assistant", "content": "\n".join(m["content"] for m in t.messages if m["role"] == "assistant")}]
+            for t in trajectories
+        ]
+        rewards_per_func = self._calculate_rewards(
+            inputs, [x["prompt"] for x in inputs], texts, [b.tolist() for b in batch["completion_ids"]]
+        )
         # TRL gathers them from every process (a group may be split over processes); keep this process's slice too
         everyone = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
         rank = self.accelerator.process_index
-        rewards = everyone[rank * len(trajectories):(rank + 1) * len(trajectories)]
+        rewards = everyone[rank * len(trajectories) : (rank + 1) * len(trajectories)]
 
         # ---- the policy's own log-probs of the sampled tokens (needed for the importance weights and drift)
         old_logps = None
-        if not critic_only and (args.off_policy_correction != "none" or self.num_iterations > 1
-                                or args.steps_per_generation > args.gradient_accumulation_steps):
+        if not critic_only and (
+            args.off_policy_correction != "none"
+            or self.num_iterations > 1
+            or args.steps_per_generation > args.gradient_accumulation_steps
+        ):
             with self.policy_forward_context(batch):
                 old_logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, input_ids, attention_mask, width, batch_size=args.per_device_train_batch_size)
+                    self.model, input_ids, attention_mask, width, batch_size=args.per_device_train_batch_size
+                )
             batch["old_per_token_logps"] = old_logps
         if not critic_only and self.beta != 0.0:  # TRL's loss adds beta * KL(policy || reference) per token
             batch["ref_per_token_logps"] = self._reference_logps(input_ids, attention_mask, width)
@@ -444,15 +512,20 @@ class T1Trainer(GRPOTrainer):
         if self.value_model is not None:
             values = self.value_model.values(input_ids, attention_mask, width) * action_mask
             lam_critic = 1.0 if critic_only else args.gae_lambda_critic
-            token_rewards = ppo.place_rewards(action_mask, rewards, turn_ends if args.per_turn_rewards else None,
-                                              turn_rewards if args.per_turn_rewards else None)
+            token_rewards = ppo.place_rewards(
+                action_mask,
+                rewards,
+                turn_ends if args.per_turn_rewards else None,
+                turn_rewards if args.per_turn_rewards else None,
+            )
             _, returns = ppo.gae(token_rewards, values, action_mask, args.gamma, lam_critic)
             advantages, _ = ppo.gae(token_rewards, values, action_mask, args.gamma, args.gae_lambda_actor)
             if args.whiten_advantages:  # over the whole batch: every process's part
                 advantages = ppo.masked_whiten(advantages, action_mask, reduce=self._sum_over_processes)
             batch["old_values"], batch["returns"] = values, returns
-            metrics["critic/explained_variance"] = ppo.explained_variance(values, returns, action_mask,
-                                                                          self._sum_over_processes)
+            metrics["critic/explained_variance"] = ppo.explained_variance(
+                values, returns, action_mask, self._sum_over_processes
+            )
             metrics["critic/value_mean"] = ppo.masked_mean(values, action_mask, self._sum_over_processes).item()
         else:
             grouped = everyone.view(-1, self.num_generations)
@@ -470,8 +543,9 @@ class T1Trainer(GRPOTrainer):
         # ---- off-policy correction: weights pi_trainer / pi_sampler folded into the advantages
         sampler_logps = batch["sampling_per_token_logps"]
         if old_logps is not None:
-            weights = ppo.off_policy_weights(old_logps, sampler_logps, action_mask, args.off_policy_correction,
-                                             args.off_policy_clip)
+            weights = ppo.off_policy_weights(
+                old_logps, sampler_logps, action_mask, args.off_policy_correction, args.off_policy_clip
+            )
             if weights is not None:
                 advantages = advantages * weights
                 flat = weights.flatten() if weights.shape[1] == 1 else weights[action_mask.bool()]
@@ -533,7 +607,7 @@ class T1Trainer(GRPOTrainer):
         offset = 0
         for p in params:
             n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p).clone()
+            p.grad = flat[offset : offset + n].view_as(p).clone()
             offset += n
 
     def _value_normalizer(self, inputs: dict, mode: str) -> torch.Tensor:
@@ -565,8 +639,14 @@ class T1Trainer(GRPOTrainer):
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
         values = self.value_model.values(input_ids, attention_mask, batch["completion_ids"].shape[1])
-        return ppo.value_loss(values, batch["old_values"], batch["returns"], batch["tool_mask"].float(),
-                              self.args.cliprange_value if clip else None, normalizer)
+        return ppo.value_loss(
+            values,
+            batch["old_values"],
+            batch["returns"],
+            batch["tool_mask"].float(),
+            self.args.cliprange_value if clip else None,
+            normalizer,
+        )
 
     def _critic_optimizer_step(self) -> None:
         self._average_critic_gradients()
@@ -589,8 +669,9 @@ class T1Trainer(GRPOTrainer):
         for it in bar:
             picked = [rows[rng.randrange(len(rows))] for _ in range(groups)]  # the same on every process
             inputs, first = self._my_share([dict(r) for r in picked for _ in range(self.num_generations)])
-            trajectories = self.rollout([EpisodeSpec(x["task"], x["seed"]) for x in inputs], phase="warmup",
-                                        first_index=first)
+            trajectories = self.rollout(
+                [EpisodeSpec(x["task"], x["seed"]) for x in inputs], phase="warmup", first_index=first
+            )
             batch = self.score_trajectories(trajectories, inputs, critic_only=True)
             ev = batch["_metrics"]["critic/explained_variance"]  # on data the critic has not been fitted to yet
             buffer.append({k: batch[k] for k in keys})
@@ -600,7 +681,7 @@ class T1Trainer(GRPOTrainer):
                     data = buffer[b]
                     perm = torch.randperm(len(data["returns"]))
                     for start in range(0, len(perm), args.per_device_train_batch_size):
-                        idx = perm[start:start + args.per_device_train_batch_size]
+                        idx = perm[start : start + args.per_device_train_batch_size]
                         # unclipped: the value clip keeps PPO's critic near the values it had when the batch was
                         # scored; here the critic starts from nothing and must be free to move all the way
                         loss, _ = self._value_loss({k: v[idx] for k, v in data.items()}, clip=False)
@@ -609,13 +690,21 @@ class T1Trainer(GRPOTrainer):
                         losses.append(loss.item())
             with torch.no_grad():  # how well it now fits the batch it has just seen (vs `ev`: before seeing it)
                 data = buffer[-1]
-                values = self.value_model.values(torch.cat([data["prompt_ids"], data["completion_ids"]], 1),
-                                                 torch.cat([data["prompt_mask"], data["completion_mask"]], 1),
-                                                 data["completion_ids"].shape[1])
-                fit_ev = ppo.explained_variance(values, data["returns"], data["tool_mask"].float(),
-                                                self._sum_over_processes)
-            record = {"iteration": it, "explained_variance": ev, "fit_explained_variance": fit_ev,
-                      "value_loss": sum(losses) / len(losses), "passed_mean": batch["_metrics"]["t1/passed_mean"]}
+                values = self.value_model.values(
+                    torch.cat([data["prompt_ids"], data["completion_ids"]], 1),
+                    torch.cat([data["prompt_mask"], data["completion_mask"]], 1),
+                    data["completion_ids"].shape[1],
+                )
+                fit_ev = ppo.explained_variance(
+                    values, data["returns"], data["tool_mask"].float(), self._sum_over_processes
+                )
+            record = {
+                "iteration": it,
+                "explained_variance": ev,
+                "fit_explained_variance": fit_ev,
+                "value_loss": sum(losses) / len(losses),
+                "passed_mean": batch["_metrics"]["t1/passed_mean"],
+            }
             self.critic_warmup_history.append(record)
             bar.set_postfix(ev=f"{ev:.3f}", value_loss=f"{record['value_loss']:.4f}")
             if not math.isnan(ev) and ev >= args.critic_warmup_ev_threshold:
@@ -627,8 +716,9 @@ class T1Trainer(GRPOTrainer):
         if resume_from_checkpoint:
             from transformers.trainer_utils import get_last_checkpoint
 
-            path = (get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True
-                    else resume_from_checkpoint)
+            path = (
+                get_last_checkpoint(self.args.output_dir) if resume_from_checkpoint is True else resume_from_checkpoint
+            )
             if path is None:
                 raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
             self._load_t1_state(path)
@@ -683,8 +773,12 @@ class T1Trainer(GRPOTrainer):
         if rotate_checkpoints is None:  # transformers < 5: only the private method
             self._rotate_checkpoints(use_mtime=True, output_dir=str(run_dir))
             return
-        rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
-                           best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+        rotate_checkpoints(
+            output_dir=str(run_dir),
+            save_total_limit=self.args.save_total_limit,
+            best_model_checkpoint=self.state.best_model_checkpoint,
+            use_mtime=True,
+        )
 
     def _save_t1_state(self, folder: str) -> None:
         state = {"critic_warmed_up": self.critic_warmed_up, "critic_warmup_history": self.critic_warmup_history}
@@ -712,17 +806,32 @@ class T1Trainer(GRPOTrainer):
             self.value_model.save_pretrained(Path(output_dir or self.args.output_dir) / "value_model")
 
     # ------------------------------------------------------------------------------------------ evaluation
-    def evaluate_episodes(self, tasks: list[str], seeds: list[int], temperature: float | None = None,
-                          episodes_per_task: int = 1, phase: str = "eval") -> dict:
+    def evaluate_episodes(
+        self,
+        tasks: list[str],
+        seeds: list[int],
+        temperature: float | None = None,
+        episodes_per_task: int = 1,
+        phase: str = "eval",
+    ) -> dict:
         """Play ``tasks x seeds`` (x ``episodes_per_task``) with the current policy; mean passing checks etc.
         ``phase`` labels the episodes in ``trajectories.jsonl``."""
         self.sync_engine_weights()
         temperature = self.args.eval_temperature if temperature is None else temperature
-        sampling = SamplingParams(max_new_tokens=self.args.max_new_tokens, temperature=temperature,
-                                  top_p=self.args.top_p, top_k=self.sampling.top_k, seed=self.args.seed + 10_000)
-        specs, first = self._my_share([EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)])
+        sampling = SamplingParams(
+            max_new_tokens=self.args.max_new_tokens,
+            temperature=temperature,
+            top_p=self.args.top_p,
+            top_k=self.sampling.top_k,
+            seed=self.args.seed + 10_000,
+        )
+        specs, first = self._my_share(
+            [EpisodeSpec(t, s) for s in seeds for t in tasks for _ in range(episodes_per_task)]
+        )
         means = self._episode_means(self.rollout(specs, sampling, phase=phase, first_index=first))
-        return {key: means[key] for key in ("passed_mean", "resolved_rate", "passing_fraction", "reward_mean", "episodes")}
+        return {
+            key: means[key] for key in ("passed_mean", "resolved_rate", "passing_fraction", "reward_mean", "episodes")
+        }
 
     def _episode_means(self, trajectories: list[Trajectory]) -> dict:
         """:func:`episode_metrics` over every process's episodes (this process's are ``trajectories``)."""
@@ -775,18 +884,27 @@ def episode_metrics(trajectories: list[Trajectory]) -> dict:
 def _episode_sums(trajectories: list[Trajectory]) -> list[float]:
     """Passing checks, resolved episodes, reward, turns, checks and episodes, summed: what :func:`_means` divides
     (sums, so that a multi-process run can add every process's before dividing)."""
-    return [sum(float(t.checks.get("passed") or 0) for t in trajectories),
-            float(sum(bool(t.checks.get("resolved")) for t in trajectories)),
-            sum(t.reward for t in trajectories), float(sum(t.num_turns for t in trajectories)),
-            sum(float(t.checks.get("total") or 0) for t in trajectories), float(len(trajectories))]
+    return [
+        sum(float(t.checks.get("passed") or 0) for t in trajectories),
+        float(sum(bool(t.checks.get("resolved")) for t in trajectories)),
+        sum(t.reward for t in trajectories),
+        float(sum(t.num_turns for t in trajectories)),
+        sum(float(t.checks.get("total") or 0) for t in trajectories),
+        float(len(trajectories)),
+    ]
 
 
 def _means(sums: list[float]) -> dict:
     passed, resolved, reward, turns, checks, episodes = sums
     n = max(1.0, episodes)
-    return {"passed_mean": passed / n, "resolved_rate": resolved / n, "reward_mean": reward / n,
-            "turns_mean": turns / n, "passing_fraction": passed / checks if checks else float("nan"),
-            "episodes": int(episodes)}
+    return {
+        "passed_mean": passed / n,
+        "resolved_rate": resolved / n,
+        "reward_mean": reward / n,
+        "turns_mean": turns / n,
+        "passing_fraction": passed / checks if checks else float("nan"),
+        "episodes": int(episodes),
+    }
 
 
 HEALTH_FIELDS = (  # (label, logged key, format): one line per logged step, the run's health at a glance
@@ -822,8 +940,11 @@ def health_line(step: int, logs: dict, entropy_start: float | None = None) -> st
     logs = dict(logs)
     if "critic/value_loss" in logs and "critic/explained_variance" not in logs:
         logs["critic/explained_variance"] = float("nan")  # a critic, but no return varied: not logged (never averaged)
-    parts = [f"{label} {'n/a' if math.isnan(logs[key]) else fmt.format(logs[key])}" for label, key, fmt in HEALTH_FIELDS
-             if isinstance(logs.get(key), (int, float))]  # n/a: undefined this step (ev when every return is equal)
+    parts = [
+        f"{label} {'n/a' if math.isnan(logs[key]) else fmt.format(logs[key])}"
+        for label, key, fmt in HEALTH_FIELDS
+        if isinstance(logs.get(key), (int, float))
+    ]  # n/a: undefined this step (ev when every return is equal)
     if not parts:
         return None
     line = f"step {step}  " + "  ".join(parts)

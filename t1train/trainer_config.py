@@ -35,85 +35,141 @@ class T1Config(GRPOConfig):
 
     algorithm: str = field(default="ppo", metadata={"help": "ppo (actor-critic), grpo or gspo."})
     # ---- episodes
-    tasks: list[str] = field(default_factory=lambda: ["hello-file"],
-                             metadata={"help": "Task ids or task package paths to train on."})
-    train_seeds: list[int] = field(default_factory=lambda: [0],
-                                   metadata={"help": "Reset seeds; the train set is every (task, seed) pair."})
+    tasks: list[str] = field(
+        default_factory=lambda: ["hello-file"], metadata={"help": "Task ids or task package paths to train on."}
+    )
+    train_seeds: list[int] = field(
+        default_factory=lambda: [0], metadata={"help": "Reset seeds; the train set is every (task, seed) pair."}
+    )
     env_backend: str = field(default="local", metadata={"help": "Sandbox backend: local (bubblewrap) or docker."})
-    env_kwargs: dict = field(default_factory=dict,
-                             metadata={"help": 'Extra gym.make("T1Terminal-v0", ...) arguments.'})
+    env_kwargs: dict = field(default_factory=dict, metadata={"help": 'Extra gym.make("T1Terminal-v0", ...) arguments.'})
     max_turns: int = field(default=8, metadata={"help": "Assistant turns per episode."})
     max_new_tokens: int = field(default=64, metadata={"help": "Tokens the engine may sample per turn."})
-    truncated_turns: str = field(default="reject", metadata={
-        "help": "A turn cut by max_new_tokens: reject (not run; answered that it was cut) or act (run the action "
-                "it holds). reject keeps RL from drifting into turns that never end (docs/training.md)."})
+    truncated_turns: str = field(
+        default="reject",
+        metadata={
+            "help": "A turn cut by max_new_tokens: reject (not run; answered that it was cut) or act (run the action "
+            "it holds). reject keeps RL from drifting into turns that never end (docs/training.md)."
+        },
+    )
     max_context_tokens: int = field(default=4096, metadata={"help": "End an episode before its context exceeds this."})
     rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
-    rollout_executor: str = field(default="inprocess", metadata={
-        "help": "Where the sandboxes run: inprocess (here) or ray (Ray workers holding a `sandbox` resource)."})
-    ray_address: str | None = field(default="auto", metadata={
-        "help": "With rollout_executor=ray: the Ray cluster to join (auto: the local `ray start` one)."})
+    rollout_executor: str = field(
+        default="inprocess",
+        metadata={
+            "help": "Where the sandboxes run: inprocess (here) or ray (Ray workers holding a `sandbox` resource)."
+        },
+    )
+    ray_address: str | None = field(
+        default="auto",
+        metadata={"help": "With rollout_executor=ray: the Ray cluster to join (auto: the local `ray start` one)."},
+    )
     system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every episode."})
-    protocol: str = field(default="text", metadata={
-        "help": "Agent protocol (docs/protocol.md): text, the model writes its action in its reply. Checkpoints record "
-                "it with the system prompt and limits in t1_protocol.json, which t1env eval --agent hf reads."})
+    protocol: str = field(
+        default="text",
+        metadata={
+            "help": "Agent protocol (docs/protocol.md): text, the model writes its action in its reply. Checkpoints record "
+            "it with the system prompt and limits in t1_protocol.json, which t1env eval --agent hf reads."
+        },
+    )
     # ---- engine
-    engine: str = field(default="hf", metadata={
-        "help": "hf: sample in this process with the policy's own parameters (no weight copy); sglang: an SGLang "
-                "server at engine_url, updated from disk after each step."})
+    engine: str = field(
+        default="hf",
+        metadata={
+            "help": "hf: sample in this process with the policy's own parameters (no weight copy); sglang: an SGLang "
+            "server at engine_url, updated from disk after each step."
+        },
+    )
     engine_url: str = field(default="http://127.0.0.1:30000", metadata={"help": "SGLang server URL."})
     # ---- rewards and advantages
-    per_turn_rewards: bool = field(default=False, metadata={
-        "help": "Put each turn's env reward on that turn's last token (default: the episode reward on its last "
-                "action token)."})
+    per_turn_rewards: bool = field(
+        default=False,
+        metadata={
+            "help": "Put each turn's env reward on that turn's last token (default: the episode reward on its last "
+            "action token)."
+        },
+    )
     gamma: float = field(default=1.0, metadata={"help": "Discount per action token (ppo)."})
     gae_lambda_actor: float = field(default=0.95, metadata={"help": "GAE lambda of the policy's advantages (ppo)."})
     gae_lambda_critic: float = field(default=1.0, metadata={"help": "GAE lambda of the critic's targets (ppo)."})
     whiten_advantages: bool = field(default=True, metadata={"help": "Normalize ppo advantages over the batch."})
     # ---- critic
-    value_model_path: str | None = field(default=None, metadata={
-        "help": "Critic to start from (a ValueModel folder or any causal-LM folder); default: a copy of the policy."})
+    value_model_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Critic to start from (a ValueModel folder or any causal-LM folder); default: a copy of the policy."
+        },
+    )
     critic_learning_rate: float = field(default=1e-4, metadata={"help": "The critic's AdamW learning rate."})
     critic_max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping of the critic."})
-    cliprange_value: float | None = field(default=0.2, metadata={
-        "help": "Clip the new values to old value +- this (null: unclipped squared error)."})
-    critic_warmup_iterations: int = field(default=0, metadata={
-        "help": "Critic warm-start: rounds of critic-only fitting on rollouts of the frozen initial policy (ppo)."})
-    critic_warmup_epochs: int = field(default=4, metadata={
-        "help": "Passes, per warm-start round, over all warm-start batches collected so far."})
-    critic_warmup_ev_threshold: float = field(default=0.8, metadata={
-        "help": "End the warm-start once explained variance on a fresh batch reaches this."})
+    cliprange_value: float | None = field(
+        default=0.2, metadata={"help": "Clip the new values to old value +- this (null: unclipped squared error)."}
+    )
+    critic_warmup_iterations: int = field(
+        default=0,
+        metadata={
+            "help": "Critic warm-start: rounds of critic-only fitting on rollouts of the frozen initial policy (ppo)."
+        },
+    )
+    critic_warmup_epochs: int = field(
+        default=4, metadata={"help": "Passes, per warm-start round, over all warm-start batches collected so far."}
+    )
+    critic_warmup_ev_threshold: float = field(
+        default=0.8, metadata={"help": "End the warm-start once explained variance on a fresh batch reaches this."}
+    )
     # ---- off-policy correction
-    off_policy_correction: str = field(default="token_truncate", metadata={
-        "help": "Importance weights trainer/sampler: none, token_truncate, sequence_truncate, token_mask, "
-                "sequence_mask."})
+    off_policy_correction: str = field(
+        default="token_truncate",
+        metadata={
+            "help": "Importance weights trainer/sampler: none, token_truncate, sequence_truncate, token_mask, "
+            "sequence_mask."
+        },
+    )
     off_policy_clip: float = field(default=2.0, metadata={"help": "Cap (truncate) or bound (mask) of the weights."})
     # ---- R3
-    r3: bool = field(default=False, metadata={
-        "help": "Rollout routing replay: record the sampler's MoE expert choices and replay them in the training "
-                "forwards (needs an MoE policy; see t1train/r3.py)."})
+    r3: bool = field(
+        default=False,
+        metadata={
+            "help": "Rollout routing replay: record the sampler's MoE expert choices and replay them in the training "
+            "forwards (needs an MoE policy; see t1train/r3.py)."
+        },
+    )
     # ---- evaluation on held-out episodes
     eval_tasks: list[str] = field(default_factory=list, metadata={"help": "Tasks for periodic evaluation."})
     eval_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Reset seeds for evaluation."})
     eval_every_steps: int = field(default=0, metadata={"help": "Evaluate every N steps (0: never)."})
     eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature for evaluation."})
-    health_line: bool = field(default=True, metadata={
-        "help": "Print one line per logged step: resolved rate, passing fraction, reward variance within groups, "
-                "share of zero-variance groups, entropy, KL to the reference (beta > 0), clip fraction, the critic's "
-                "explained variance, train-inference |dlogp|, TITO drift, R3 agreement (docs/training.md)."})
+    health_line: bool = field(
+        default=True,
+        metadata={
+            "help": "Print one line per logged step: resolved rate, passing fraction, reward variance within groups, "
+            "share of zero-variance groups, entropy, KL to the reference (beta > 0), clip fraction, the critic's "
+            "explained variance, train-inference |dlogp|, TITO drift, R3 agreement (docs/training.md)."
+        },
+    )
     # ---- files
-    save_trajectories: bool = field(default=True, metadata={
-        "help": "Append every episode to <output_dir>/trajectories.jsonl as it finishes (see the module docstring)."})
+    save_trajectories: bool = field(
+        default=True,
+        metadata={
+            "help": "Append every episode to <output_dir>/trajectories.jsonl as it finishes (see the module docstring)."
+        },
+    )
     # ---- TRL defaults that suit t1
     logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
     report_to: Any = field(default="none", metadata={"help": "Where to report logs (none, tensorboard, wandb...)."})
     num_generations: int | None = field(default=4, metadata={"help": "Episodes per (task, seed): a GRPO group."})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Episodes per micro-batch."})
-    dataloader_pin_memory: bool = field(default=False, metadata={
-        "help": "The dataloader yields episode specs (task, seed), not tensors: there is nothing to pin."})
-    gradient_checkpointing: bool | None = field(default=None, metadata={
-        "help": "Deprecated alias of activation_checkpointing (transformers 5); TRL's GRPOConfig sets it to True, "
-                "t1 sets activation_checkpointing instead."})
+    dataloader_pin_memory: bool = field(
+        default=False,
+        metadata={"help": "The dataloader yields episode specs (task, seed), not tensors: there is nothing to pin."},
+    )
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Deprecated alias of activation_checkpointing (transformers 5); TRL's GRPOConfig sets it to True, "
+            "t1 sets activation_checkpointing instead."
+        },
+    )
 
     def __post_init__(self):
         if self.activation_checkpointing is None and self.gradient_checkpointing is None:
@@ -133,8 +189,9 @@ class T1Config(GRPOConfig):
         if self.algorithm == "ppo" and self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):
             raise ValueError(f"ppo needs a clipped-ratio loss_type (dapo, grpo, bnpo, dr_grpo), got {self.loss_type!r}")
         if self.off_policy_correction not in ppo.OFF_POLICY_MODES:
-            raise ValueError(f"off_policy_correction must be one of {ppo.OFF_POLICY_MODES}, "
-                             f"got {self.off_policy_correction!r}")
+            raise ValueError(
+                f"off_policy_correction must be one of {ppo.OFF_POLICY_MODES}, got {self.off_policy_correction!r}"
+            )
         if self.off_policy_clip <= 1.0:
             raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
         check_truncated_turns(self.truncated_turns)
@@ -146,8 +203,9 @@ class T1Config(GRPOConfig):
         if self.critic_warmup_iterations < 0 or self.critic_warmup_epochs < 1:
             raise ValueError("critic_warmup_iterations must be >= 0 and critic_warmup_epochs >= 1")
         if self.critic_warmup_iterations and self.algorithm != "ppo":
-            raise ValueError(f"critic_warmup_iterations needs algorithm='ppo' (got {self.algorithm!r}): "
-                             "grpo and gspo have no critic")
+            raise ValueError(
+                f"critic_warmup_iterations needs algorithm='ppo' (got {self.algorithm!r}): grpo and gspo have no critic"
+            )
         self.tasks, self.eval_tasks = expand_refs(self.tasks), expand_refs(self.eval_tasks)
         if not self.tasks:
             raise ValueError("tasks is empty: give at least one task id or task package path")
@@ -165,15 +223,18 @@ class T1Config(GRPOConfig):
     def rollout_config(self) -> RolloutConfig:
         """The agent loop of this run's episodes; ``.agent_protocol(self.max_new_tokens)`` is what its checkpoints
         record (``t1_protocol.json``, docs/protocol.md)."""
-        return RolloutConfig(concurrency=self.rollout_concurrency, max_turns=self.max_turns,
-                             max_context_tokens=self.max_context_tokens, system_prompt=self.system_prompt,
-                             return_routed_experts=self.r3, truncated_turns=self.truncated_turns,
-                             protocol=self.protocol)
+        return RolloutConfig(
+            concurrency=self.rollout_concurrency,
+            max_turns=self.max_turns,
+            max_context_tokens=self.max_context_tokens,
+            system_prompt=self.system_prompt,
+            return_routed_experts=self.r3,
+            truncated_turns=self.truncated_turns,
+            protocol=self.protocol,
+        )
 
 
 def multi_cpu() -> bool:
     """Whether this is one of several processes (``torchrun``, ``accelerate launch``) on a machine without CUDA:
     accelerate then trains on CPU processes joined by gloo, but only if told ``cpu=True``."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
-
-

@@ -136,8 +136,10 @@ class Trajectory:
             prompt_rows = turn.prompt_routed_experts or []
             start = turn.routed_experts_start if turn.routed_experts_start is not None else turn.prompt_len - 1
             if start + len(prompt_rows) != turn.prompt_len - 1:
-                raise ValueError(f"turn at {turn.prompt_len}: {len(prompt_rows)} prompt routing rows from position "
-                                 f"{start} do not end at the last prompt position")
+                raise ValueError(
+                    f"turn at {turn.prompt_len}: {len(prompt_rows)} prompt routing rows from position "
+                    f"{start} do not end at the last prompt position"
+                )
             for p, row in enumerate(prompt_rows + turn.routed_experts, start=start):
                 if p < n and rows[p] is None:
                     rows[p] = row

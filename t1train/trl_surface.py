@@ -68,71 +68,127 @@ class PrivateName:
 
 SURFACE: tuple[PrivateName, ...] = (
     PrivateName(
-        "trl.GRPOTrainer", "_generate_and_score_completions", "overrides",
+        "trl.GRPOTrainer",
+        "_generate_and_score_completions",
+        "overrides",
         "the rollout: plays each batch's episodes in real t1 envs and returns TRL's batch (prompt/completion ids, "
         "masks, advantages, importance weights); TRL's rollout_func returns completions only and computes the "
         "advantages itself (no critic, no per-turn rewards)",
-        ("self", "inputs")),
+        ("self", "inputs"),
+    ),
     PrivateName(
-        "trl.GRPOTrainer", "_calculate_rewards", "calls",
+        "trl.GRPOTrainer",
+        "_calculate_rewards",
+        "calls",
         "runs the env's passing-check count and the user's reward functions through TRL's reward plumbing (async "
         "functions, log_metric, rewards gathered from every process)",
-        ("self", "inputs", "prompts", "completions", "completion_ids_list")),
+        ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    ),
     PrivateName(
-        "trl.GRPOTrainer", "_get_per_token_logps_and_entropies", "calls",
+        "trl.GRPOTrainer",
+        "_get_per_token_logps_and_entropies",
+        "calls",
         "the policy's and the KL reference's log-probs of the sampled tokens, with TRL's temperature and fused "
         "lm-head handling (the loss computes its own with the same function); returns (logps, entropies, aux_loss)",
-        ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size")),
+        ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size"),
+    ),
     PrivateName(
-        "trl.GRPOTrainer", "_metrics", "writes",
+        "trl.GRPOTrainer",
+        "_metrics",
+        "writes",
         "t1's metrics (t1/*, critic/*, off_policy/*) are appended to _metrics[mode][key] so that TRL's log() "
         "averages them with its own over the logging window and clears them",
-        instance=True),
+        instance=True,
+    ),
     PrivateName(
-        "trl.GRPOTrainer", "_tag_names", "overrides",
-        "the tags TRL writes into the model card of every checkpoint (adds 't1')"),
+        "trl.GRPOTrainer",
+        "_tag_names",
+        "overrides",
+        "the tags TRL writes into the model card of every checkpoint (adds 't1')",
+    ),
     PrivateName(
-        "transformers.Trainer", "_save_checkpoint", "overrides",
+        "transformers.Trainer",
+        "_save_checkpoint",
+        "overrides",
         "atomic checkpoints: super()._save_checkpoint writes into a hidden temp folder that is renamed to "
         "checkpoint-N once complete, so --resume never picks a half-written one (callbacks run after the save)",
-        ("self", "model", "trial")),
+        ("self", "model", "trial"),
+    ),
     PrivateName(
-        "transformers.Trainer", "_get_output_dir", "overrides",
+        "transformers.Trainer",
+        "_get_output_dir",
+        "overrides",
         "points the save at the temp folder while _save_checkpoint runs (the only place the run folder is decided)",
-        ("self", "trial")),
+        ("self", "trial"),
+    ),
     PrivateName(
-        "transformers.Trainer", "_rotate_checkpoints", "calls",
+        "transformers.Trainer",
+        "_rotate_checkpoints",
+        "calls",
         "deletes checkpoints over save_total_limit in the run folder (transformers rotated inside the temp folder); "
         "transformers < 5 only, where trainer_utils.rotate_checkpoints does not exist",
-        ("self", "use_mtime", "output_dir"), applies="transformers<5"),
+        ("self", "use_mtime", "output_dir"),
+        applies="transformers<5",
+    ),
     # helpers t1 imports from TRL's submodules: public names, but not exported from `trl` nor documented
-    PrivateName("trl.trainer.utils", "pad", "calls",
-                "pads the batch's rows the way TRL's own batches are padded (pad_to_multiple_of included)",
-                ("tensors", "padding_value", "padding_side", "pad_to_multiple_of")),
-    PrivateName("trl.trainer.utils", "add_fused_lm_head", "calls",
-                "patches t1's own KL reference model as TRL patches the policy (same log-prob path on both)",
-                ("model", "temperature", "cast_lm_head_to_fp32")),
-    PrivateName("trl.trainer.utils", "use_adapter", "calls",
-                "with LoRA, the KL reference is the policy under TRL's 'ref' adapter (or no adapter)",
-                ("model", "adapter_name")),
-    PrivateName("trl.trainer.callbacks", "SyncRefModelCallback", "calls",
-                "sync_ref_model for the reference t1 makes itself (beta > 0 without PEFT)",
-                ("ref_model", "accelerator")),
-    PrivateName("transformers.trainer_utils", "rotate_checkpoints", "calls",
-                "transformers >= 5: deletes checkpoints over save_total_limit in the run folder",
-                ("output_dir", "save_total_limit", "best_model_checkpoint", "use_mtime"),
-                applies="transformers>=5"),
+    PrivateName(
+        "trl.trainer.utils",
+        "pad",
+        "calls",
+        "pads the batch's rows the way TRL's own batches are padded (pad_to_multiple_of included)",
+        ("tensors", "padding_value", "padding_side", "pad_to_multiple_of"),
+    ),
+    PrivateName(
+        "trl.trainer.utils",
+        "add_fused_lm_head",
+        "calls",
+        "patches t1's own KL reference model as TRL patches the policy (same log-prob path on both)",
+        ("model", "temperature", "cast_lm_head_to_fp32"),
+    ),
+    PrivateName(
+        "trl.trainer.utils",
+        "use_adapter",
+        "calls",
+        "with LoRA, the KL reference is the policy under TRL's 'ref' adapter (or no adapter)",
+        ("model", "adapter_name"),
+    ),
+    PrivateName(
+        "trl.trainer.callbacks",
+        "SyncRefModelCallback",
+        "calls",
+        "sync_ref_model for the reference t1 makes itself (beta > 0 without PEFT)",
+        ("ref_model", "accelerator"),
+    ),
+    PrivateName(
+        "transformers.trainer_utils",
+        "rotate_checkpoints",
+        "calls",
+        "transformers >= 5: deletes checkpoints over save_total_limit in the run folder",
+        ("output_dir", "save_total_limit", "best_model_checkpoint", "use_mtime"),
+        applies="transformers>=5",
+    ),
     # t1train/r3.py: routing replay during gradient-checkpoint recomputation
     PrivateName(
-        "transformers.modeling_layers.GradientCheckpointingLayer", "_gradient_checkpointing_func", "writes",
+        "transformers.modeling_layers.GradientCheckpointingLayer",
+        "_gradient_checkpointing_func",
+        "writes",
         "R3 wraps each checkpointed layer's checkpoint function so that its recomputation replays the recorded "
         "experts; gradient_checkpointing_enable() sets it on the layer and the layer's __call__ calls it",
-        instance=True),
+        instance=True,
+    ),
 )
 
 INSTANCE_ATTRIBUTES: tuple[str, ...] = (
-    "_metrics", "reward_weights", "reward_func_names", "num_generations", "scale_rewards", "pad_to_multiple_of",
-    "temperature", "num_iterations", "beta", "ref_model",
+    "_metrics",
+    "reward_weights",
+    "reward_func_names",
+    "num_generations",
+    "scale_rewards",
+    "pad_to_multiple_of",
+    "temperature",
+    "num_iterations",
+    "beta",
+    "ref_model",
 )
 """Attributes TRL's ``__init__`` sets on the trainer that ``T1Trainer`` reads or writes: private or undocumented, so a
 built trainer is checked for each (:func:`missing_instance_attributes`). transformers' training loop also sets
@@ -178,8 +234,12 @@ def _signature_problem(entry: PrivateName, target) -> str | None:
         return None
     if names[: len(expected)] != expected:
         return f"parameters are now {names}, t1 passes {expected}"
-    required = [p.name for p in params[len(expected):] if p.default is inspect.Parameter.empty
-                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    required = [
+        p.name
+        for p in params[len(expected) :]
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
     if required:
         return f"has new required parameters {tuple(required)} that t1 does not pass"
     return None
@@ -205,8 +265,9 @@ def problem(entry: PrivateName) -> str | None:
         return f"{where}: gone. {fix}"
     if entry.params is None:
         return None
-    why = _signature_problem(entry, inspect.getattr_static(owner, entry.name) if inspect.isclass(owner)
-                             else getattr(owner, entry.name))
+    why = _signature_problem(
+        entry, inspect.getattr_static(owner, entry.name) if inspect.isclass(owner) else getattr(owner, entry.name)
+    )
     return f"{where}: {why}. {fix}" if why else None
 
 
@@ -217,9 +278,12 @@ def check(surface: tuple[PrivateName, ...] = SURFACE) -> list[str]:
 
 def missing_instance_attributes(trainer) -> list[str]:
     """One line per :data:`INSTANCE_ATTRIBUTES` name a built trainer lacks."""
-    return [f"trl.GRPOTrainer.{name} ({versions()}): no longer set by the trainer's __init__; T1Trainer reads or "
-            "writes it: update T1Trainer and INSTANCE_ATTRIBUTES in t1train/trl_surface.py"
-            for name in INSTANCE_ATTRIBUTES if not hasattr(trainer, name)]
+    return [
+        f"trl.GRPOTrainer.{name} ({versions()}): no longer set by the trainer's __init__; T1Trainer reads or "
+        "writes it: update T1Trainer and INSTANCE_ATTRIBUTES in t1train/trl_surface.py"
+        for name in INSTANCE_ATTRIBUTES
+        if not hasattr(trainer, name)
+    ]
 
 
 def main() -> int:

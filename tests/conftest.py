@@ -23,8 +23,11 @@ else:
     # system temp folder (replayed first by the next run), never in the checkout.
     _hypothesis_settings.register_profile("t1", database=None, derandomize=True, deadline=None, print_blob=True)
     _hypothesis_settings.register_profile(
-        "explore", deadline=None, print_blob=True,
-        database=DirectoryBasedExampleDatabase(os.path.join(tempfile.gettempdir(), "t1-hypothesis")))
+        "explore",
+        deadline=None,
+        print_blob=True,
+        database=DirectoryBasedExampleDatabase(os.path.join(tempfile.gettempdir(), "t1-hypothesis")),
+    )
     _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "t1"))
 
 
@@ -43,7 +46,9 @@ def pytest_report_header(config):
 
 def pytest_collection_modifyitems(config, items):
     if shutil.which("bwrap") is None:
-        skip = pytest.mark.skip(reason="bubblewrap is not installed (apt-get install bubblewrap); `make test` installs it")
+        skip = pytest.mark.skip(
+            reason="bubblewrap is not installed (apt-get install bubblewrap); `make test` installs it"
+        )
         for item in items:
             if "needs_bwrap" in item.keywords:
                 item.add_marker(skip)
@@ -68,7 +73,7 @@ def _sandbox_children() -> set[tuple[int, str]]:
             text = stat.read_text()
         except OSError:  # the process ended while we looked
             continue
-        comm, rest = text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
+        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
         if int(rest[1]) == me and comm in ("bwrap", "nsenter"):
             out.add((int(stat.parent.name), rest[19]))
     return out
@@ -174,12 +179,17 @@ def interop_python() -> str:
 
     venv = cache_dir() / "interop-py312"
     python = venv / "bin" / "python"
-    if python.exists() and subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True).returncode == 0:
+    if (
+        python.exists()
+        and subprocess.run([str(python), "-c", "import harbor, asciinema"], capture_output=True).returncode == 0
+    ):
         return str(python)
     base = _python312()
     if base is None:
         pytest.skip("no python3.12 or 3.13 (the harbor package needs Python >= 3.12)")
     subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
-    r = subprocess.run([str(python), "-m", "pip", "install", "-q", "harbor", "asciinema"], capture_output=True, text=True)
+    r = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "harbor", "asciinema"], capture_output=True, text=True
+    )
     assert r.returncode == 0, f"installing harbor and asciinema into {venv} failed: {r.stderr.strip()[-500:]}"
     return str(python)

@@ -86,8 +86,11 @@ def imports() -> tuple[Import, ...]:
                 targets = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
                 if len(targets) < len(node.names):  # names defined by the module `base` itself
                     targets.append(_owner(base, modules))
-            found += [Import(module, rel, node.lineno, t, id(node) in in_fn, commented)
-                      for t in dict.fromkeys(targets) if t is not None and t != module]
+            found += [
+                Import(module, rel, node.lineno, t, id(node) in in_fn, commented)
+                for t in dict.fromkeys(targets)
+                if t is not None and t != module
+            ]
     return tuple(found)
 
 
@@ -174,8 +177,11 @@ def test_no_import_cycles():
 
 
 def test_every_module_has_a_layer():
-    missing = [f"{p.relative_to(ROOT)}: {m} is in no layer of docs/architecture.md (add it to the table)"
-               for m, p in _modules().items() if layer_of(m) is None]
+    missing = [
+        f"{p.relative_to(ROOT)}: {m} is in no layer of docs/architecture.md (add it to the table)"
+        for m, p in _modules().items()
+        if layer_of(m) is None
+    ]
     assert not missing, "\n".join(missing)
 
 
@@ -184,23 +190,30 @@ def test_no_module_imports_from_a_higher_layer():
     for i in imports():
         src, dst = layer_of(i.source), layer_of(i.target)
         if src is not None and dst is not None and dst[0] > src[0]:
-            bad.append(f"{i.path}:{i.line} imports {i.target} (layer {dst[0]} '{dst[1]}' above layer {src[0]} "
-                       f"'{src[1]}')")
+            bad.append(
+                f"{i.path}:{i.line} imports {i.target} (layer {dst[0]} '{dst[1]}' above layer {src[0]} '{src[1]}')"
+            )
     assert not bad, "upward imports (docs/architecture.md has the order):\n" + "\n".join(bad)
 
 
 def test_t1train_does_not_import_the_t1env_cli():
-    bad = [f"{i.path}:{i.line} imports {i.target} (t1train uses t1env's library modules, never its CLI)"
-           for i in imports() if i.source.startswith("t1train") and i.target in ("t1env.cli", "t1env.__main__")]
+    bad = [
+        f"{i.path}:{i.line} imports {i.target} (t1train uses t1env's library modules, never its CLI)"
+        for i in imports()
+        if i.source.startswith("t1train") and i.target in ("t1env.cli", "t1env.__main__")
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_imports_inside_functions_say_why():
     """A t1 module imported inside a function carries a comment: the heavy optional package it pulls in, or
     the plug-in it picks. An import there only to dodge a cycle is a layering bug: import at the top."""
-    bad = [f"{i.path}:{i.line} imports {i.target} inside a function without a comment saying why (import it at "
-           "the top, or say which heavy optional package it pulls in)"
-           for i in imports() if i.in_function and not i.commented]
+    bad = [
+        f"{i.path}:{i.line} imports {i.target} inside a function without a comment saying why (import it at "
+        "the top, or say which heavy optional package it pulls in)"
+        for i in imports()
+        if i.in_function and not i.commented
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -222,6 +235,8 @@ def test_no_module_re_exports_a_private_name():
             for alias in node.names:
                 name = alias.asname or alias.name
                 if name.startswith("_") and not name.startswith("__") and (name not in used or name in exported):
-                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} re-exports {alias.name} from {node.module} "
-                               f"(import it from {node.module} where it is used)")
+                    bad.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} re-exports {alias.name} from {node.module} "
+                        f"(import it from {node.module} where it is used)"
+                    )
     assert not bad, "\n".join(bad)

@@ -12,5 +12,13 @@ from t1env.agent.protocol import (
     parse_tool_call,
 )
 
-__all__ = ["PROTOCOLS", "PROTOCOL_FILE", "TOOLS", "Action", "Protocol", "format_observation", "parse_action",
-           "parse_tool_call"]
+__all__ = [
+    "PROTOCOLS",
+    "PROTOCOL_FILE",
+    "TOOLS",
+    "Action",
+    "Protocol",
+    "format_observation",
+    "parse_action",
+    "parse_tool_call",
+]

@@ -76,26 +76,51 @@ FORMAT_HELP = (
     '(<tool_call>{"name": "bash", "arguments": {"command": "<command>"}}</tool_call>). '
     'When the task is done, write SUBMIT on its own line or call <tool_call>{"name": "submit"}</tool_call>.'
 )
-TRUNCATED_HELP = ("Not run: the turn was cut at the token limit before it ended. End the turn right after its "
-                  "action: one fenced command block, or SUBMIT.")
+TRUNCATED_HELP = (
+    "Not run: the turn was cut at the token limit before it ended. End the turn right after its "
+    "action: one fenced command block, or SUBMIT."
+)
 TOOLS_HELP = "No tool call found. Call `bash` to run a command, `keys` to type into a program, `submit` to finish."
 
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "bash", "description": "Run one shell command in the task's terminal and see its output.",
-        "parameters": {"type": "object", "properties": {
-            "command": {"type": "string", "description": "the command line"},
-            "timeout": {"type": "number", "description": "seconds to wait for it (optional)"}},
-            "required": ["command"]}}},
-    {"type": "function", "function": {
-        "name": "keys", "description": "Type keys into a full-screen program (e.g. ['q'], ['Escape', ':wq', 'Enter']).",
-        "parameters": {"type": "object", "properties": {
-            "keys": {"type": "array", "items": {"type": "string"}},
-            "wait": {"type": "number", "description": "seconds to wait before reading the screen (optional)"}},
-            "required": ["keys"]}}},
-    {"type": "function", "function": {
-        "name": "submit", "description": "Finish: your work is checked now. Call it when the task is done.",
-        "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run one shell command in the task's terminal and see its output.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "the command line"},
+                    "timeout": {"type": "number", "description": "seconds to wait for it (optional)"},
+                },
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "keys",
+            "description": "Type keys into a full-screen program (e.g. ['q'], ['Escape', ':wq', 'Enter']).",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "keys": {"type": "array", "items": {"type": "string"}},
+                    "wait": {"type": "number", "description": "seconds to wait before reading the screen (optional)"},
+                },
+                "required": ["keys"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "submit",
+            "description": "Finish: your work is checked now. Call it when the task is done.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
 ]
 
 
@@ -349,16 +374,19 @@ class Protocol:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not readable JSON ({e}); delete it to evaluate with the default protocol") \
-                from None
+            raise ValueError(
+                f"{path}: not readable JSON ({e}); delete it to evaluate with the default protocol"
+            ) from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object; delete it to evaluate with the default protocol")
         data.pop("version", None)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"{path}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))}); a newer "
-                             "t1 wrote it: upgrade t1")
+            raise ValueError(
+                f"{path}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))}); a newer "
+                "t1 wrote it: upgrade t1"
+            )
         try:
             return cls(**data)
         except ValueError as e:

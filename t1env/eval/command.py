@@ -1,9 +1,9 @@
 """``t1env eval`` and ``t1env report``: argument parsing, the live progress display, the summary table.
 
-    t1env eval TASK... | --split S | --family NAME --seeds A:B | --tasks-dir DIR
-               [--agent oracle|noop|openai|module:Class] [--attempts K] [--concurrency N] [--backend local|docker]
-               [--out DIR | --resume DIR] [--max-turns N] [--model M --base-url URL --api-key-env VAR] [--json]
-    t1env report DIR [DIR_B]
+t1env eval TASK... | --split S | --family NAME --seeds A:B | --tasks-dir DIR
+           [--agent oracle|noop|openai|module:Class] [--attempts K] [--concurrency N] [--backend local|docker]
+           [--out DIR | --resume DIR] [--max-turns N] [--model M --base-url URL --api-key-env VAR] [--json]
+t1env report DIR [DIR_B]
 """
 
 from __future__ import annotations
@@ -60,8 +60,11 @@ def task_refs(args) -> list[str]:
         root = Path(d)
         if not root.is_dir():
             raise ValueError(f"--tasks-dir {d}: not a folder")
-        found = sorted(str(p) for p in root.iterdir()
-                       if p.is_dir() and ((p / "task.toml").is_file() or (p / "task.yaml").is_file()))
+        found = sorted(
+            str(p)
+            for p in root.iterdir()
+            if p.is_dir() and ((p / "task.toml").is_file() or (p / "task.yaml").is_file())
+        )
         if not found:
             raise ValueError(f"--tasks-dir {d}: no task folders (with task.toml or task.yaml) in it")
         refs += found
@@ -70,24 +73,44 @@ def task_refs(args) -> list[str]:
 
 def _config_from_args(args) -> EvalConfig:
     options = EvalOptions(
-        model=args.model, base_url=args.base_url, api_key_env=args.api_key_env, temperature=args.temperature,
-        max_tokens=args.max_tokens, max_observation_chars=args.max_observation_chars, tool_mode=args.tool_mode,
+        model=args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        max_observation_chars=args.max_observation_chars,
+        tool_mode=args.tool_mode,
         protocol=args.protocol,
-        max_retries=args.max_retries, request_timeout=args.request_timeout,
-        price_prompt_per_mtok=args.price_prompt, price_completion_per_mtok=args.price_completion,
+        max_retries=args.max_retries,
+        request_timeout=args.request_timeout,
+        price_prompt_per_mtok=args.price_prompt,
+        price_completion_per_mtok=args.price_completion,
     )
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-observation-chars", args.max_observation_chars)):
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be an integer >= 1, got {value}")
-    for flag, value in (("--max-retries", args.max_retries), ("--price-prompt", args.price_prompt),
-                        ("--price-completion", args.price_completion), ("--temperature", args.temperature)):
+    for flag, value in (
+        ("--max-retries", args.max_retries),
+        ("--price-prompt", args.price_prompt),
+        ("--price-completion", args.price_completion),
+        ("--temperature", args.temperature),
+    ):
         if value < 0:
             raise ValueError(f"{flag} must be >= 0, got {value}")
     if not args.request_timeout > 0:
         raise ValueError(f"--request-timeout must be > 0 seconds, got {args.request_timeout}")
-    return EvalConfig(tasks=task_refs(args), agent=args.agent, attempts=args.attempts, concurrency=args.concurrency,
-                      backend=args.backend, reward_mode=args.reward_mode, max_turns=args.max_turns,
-                      task_dirs=[str(Path(d)) for d in args.task_dir or []], options=options, ray=args.ray)
+    return EvalConfig(
+        tasks=task_refs(args),
+        agent=args.agent,
+        attempts=args.attempts,
+        concurrency=args.concurrency,
+        backend=args.backend,
+        reward_mode=args.reward_mode,
+        max_turns=args.max_turns,
+        task_dirs=[str(Path(d)) for d in args.task_dir or []],
+        options=options,
+        ray=args.ray,
+    )
 
 
 def summary_table(m: dict) -> Table:
@@ -96,9 +119,14 @@ def summary_table(m: dict) -> Table:
         table.add_column(col, overflow="fold")
     for tid, r in m["per_task"].items():
         lo, hi = r["resolved_ci95"]
-        table.add_row(escape(tid), str(r["n_trials"]), str(r["resolved"]),
-                      f"{r['resolved_rate']:.2f} [{lo:.2f}, {hi:.2f}]", f"{r['mean_passed']:.2f}",
-                      str(r["total_checks"]))
+        table.add_row(
+            escape(tid),
+            str(r["n_trials"]),
+            str(r["resolved"]),
+            f"{r['resolved_rate']:.2f} [{lo:.2f}, {hi:.2f}]",
+            f"{r['mean_passed']:.2f}",
+            str(r["total_checks"]),
+        )
     return table
 
 
@@ -127,8 +155,9 @@ def print_summary(m: dict, job_dir: Path) -> None:
 def cmd_eval(args) -> int:
     if args.resume:
         if args.tasks or args.split or args.family or args.tasks_dir or args.out:
-            raise ValueError(f"--resume {args.resume}: the job's config.json says what to run; "
-                             "drop the task arguments and --out")
+            raise ValueError(
+                f"--resume {args.resume}: the job's config.json says what to run; drop the task arguments and --out"
+            )
         job_dir = Path(args.resume)
         config = EvalConfig.load(job_dir)
     else:
@@ -140,22 +169,39 @@ def cmd_eval(args) -> int:
     plan_trials(config)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err_console, disable=args.json, transient=False)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=args.json,
+        transient=False,
+    )
     bar = progress.add_task("eval", total=None)
 
     def on_start(total: int, already: int) -> None:
-        progress.update(bar, total=total, completed=already,
-                        description=f"{config.agent} · {already} done before" if already else config.agent)
+        progress.update(
+            bar,
+            total=total,
+            completed=already,
+            description=f"{config.agent} · {already} done before" if already else config.agent,
+        )
 
     def on_trial(r: dict, m: dict) -> None:
         if args.json:
             return
         mark = "resolved" if r["resolved"] else (r["error"]["kind"] if r["error"] else "not resolved")
-        progress.console.print(f"{escape(r['trial'])}: {r['passed']}/{r['total']} {mark} ({r['wall_time_s']:.1f}s)",
-                               highlight=False)
-        progress.update(bar, advance=1, description=(
-            f"{config.agent} · resolved {m['resolved_rate']:.2f} · passing {m['mean_passed_fraction']:.2f}"))
+        progress.console.print(
+            f"{escape(r['trial'])}: {r['passed']}/{r['total']} {mark} ({r['wall_time_s']:.1f}s)", highlight=False
+        )
+        progress.update(
+            bar,
+            advance=1,
+            description=(
+                f"{config.agent} · resolved {m['resolved_rate']:.2f} · passing {m['mean_passed_fraction']:.2f}"
+            ),
+        )
 
     interrupted = False
     try:
@@ -199,8 +245,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--attempts", type=int, default=1, help="trials per task (pass@k for every k <= attempts)")
     p.add_argument("--concurrency", type=int, default=1, help="trials run at the same time")
     p.add_argument("--backend", choices=BACKENDS, default="local")
-    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
-                   help="run the sandboxes on Ray workers (docs/scaling.md); ADDRESS of the cluster, default auto")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="run the sandboxes on Ray workers (docs/scaling.md); ADDRESS of the cluster, default auto",
+    )
     p.add_argument("--reward-mode", choices=REWARD_MODES, default="count")
     p.add_argument("--max-turns", type=int, default=None, help="actions per trial (default: the task's)")
     p.add_argument("--out", help="job folder (default runs/eval-<timestamp>)")
@@ -209,14 +261,26 @@ def add_parsers(sub) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=int, default=None,
-                   help="completion tokens per model call (default: the checkpoint's t1_protocol.json, else 1024)")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="completion tokens per model call (default: the checkpoint's t1_protocol.json, else 1024)",
+    )
     p.add_argument("--max-observation-chars", type=int, default=8000, help="observation characters per turn")
-    p.add_argument("--protocol", choices=["text", "tools"], default=None,
-                   help="agent protocol (docs/protocol.md): text (the action in the reply) or tools (tool calling); "
-                        "default: --agent hf the checkpoint's (t1_protocol.json), --agent openai --tool-mode")
-    p.add_argument("--tool-mode", choices=["auto", "tools", "text"], default="auto",
-                   help="--agent openai without --protocol: tools with a text fallback (auto), tools or text")
+    p.add_argument(
+        "--protocol",
+        choices=["text", "tools"],
+        default=None,
+        help="agent protocol (docs/protocol.md): text (the action in the reply) or tools (tool calling); "
+        "default: --agent hf the checkpoint's (t1_protocol.json), --agent openai --tool-mode",
+    )
+    p.add_argument(
+        "--tool-mode",
+        choices=["auto", "tools", "text"],
+        default="auto",
+        help="--agent openai without --protocol: tools with a text fallback (auto), tools or text",
+    )
     p.add_argument("--max-retries", type=int, default=5, help="retries of a model call on 429/5xx (backoff)")
     p.add_argument("--request-timeout", type=float, default=120.0, help="seconds per model request")
     p.add_argument("--price-prompt", type=float, default=0.0, help="USD per million prompt tokens (cost estimate)")

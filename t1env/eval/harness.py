@@ -90,8 +90,13 @@ class EvalConfig:
 
     def env_options(self) -> EnvOptions:
         """The trials' env options (t1env.options): what every trial's ``gym.make`` gets besides its task."""
-        return EnvOptions(backend=self.backend, reward_mode=self.reward_mode, max_turns=self.max_turns,
-                          task_dirs=self.task_dirs or None, prestart=False)
+        return EnvOptions(
+            backend=self.backend,
+            reward_mode=self.reward_mode,
+            max_turns=self.max_turns,
+            task_dirs=self.task_dirs or None,
+            prestart=False,
+        )
 
     def to_json(self) -> dict:
         return {"version": CONFIG_VERSION, **asdict(self)}
@@ -127,19 +132,35 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.Event | None = None,
-              executor=None) -> dict:
+def run_trial(
+    trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.Event | None = None, executor=None
+) -> dict:
     """Play one trial and write its folder; returns its ``result.json`` body. Raises :class:`TrialInterrupted`."""
     executor = executor or InProcessExecutor()
 
     task, stop = trial.task, stop or threading.Event()
     rec = TrialRecorder(agent_name=config.agent, model_name=config.options.model, session_id=trial.name)
     result: dict = {
-        "task_id": task.id, "attempt": trial.attempt, "trial": trial.name, "agent": config.agent,
-        "model": config.options.model, "category": task.spec.category, "difficulty": task.spec.difficulty,
-        "reward": 0.0, "reward_mode": config.reward_mode, "passed": 0, "total": len(task.declared_checks()),
-        "resolved": False, "checks": [], "end_reason": None, "turns": 0, "wall_time_s": 0.0,
-        "tokens": {"prompt": 0, "completion": 0}, "cost_usd": 0.0, "tamper": [], "checks_trusting_agent_code": [],
+        "task_id": task.id,
+        "attempt": trial.attempt,
+        "trial": trial.name,
+        "agent": config.agent,
+        "model": config.options.model,
+        "category": task.spec.category,
+        "difficulty": task.spec.difficulty,
+        "reward": 0.0,
+        "reward_mode": config.reward_mode,
+        "passed": 0,
+        "total": len(task.declared_checks()),
+        "resolved": False,
+        "checks": [],
+        "end_reason": None,
+        "turns": 0,
+        "wall_time_s": 0.0,
+        "tokens": {"prompt": 0, "completion": 0},
+        "cost_usd": 0.0,
+        "tamper": [],
+        "checks_trusting_agent_code": [],
         "error": None,
         "started_at": _now(),
     }
@@ -171,8 +192,13 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
             rec.action(action, obs, t_sent, rec.elapsed(), turn)
             if terminated or truncated:
                 result.update(
-                    reward=float(reward), passed=info["passed"], total=info["total"], resolved=bool(info["resolved"]),
-                    checks=info["checks"], end_reason=info["end_reason"], tamper=info.get("tamper", []),
+                    reward=float(reward),
+                    passed=info["passed"],
+                    total=info["total"],
+                    resolved=bool(info["resolved"]),
+                    checks=info["checks"],
+                    end_reason=info["end_reason"],
+                    tamper=info.get("tamper", []),
                     checks_trusting_agent_code=info.get("checks_trusting_agent_code", []),
                     verifier_error=info.get("verifier_error"),
                 )
@@ -188,8 +214,11 @@ def run_trial(trial: Trial, config: EvalConfig, job_dir: Path, stop: threading.E
     except SandboxError as e:
         result["error"] = {"kind": "sandbox_error", "message": str(e)}
     except Exception as e:  # noqa: BLE001 - a bug in t1 or the task: keep the job going, keep the traceback
-        result["error"] = {"kind": "harness_error", "message": f"{type(e).__name__}: {e}",
-                           "traceback": traceback.format_exc(limit=8)}
+        result["error"] = {
+            "kind": "harness_error",
+            "message": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(limit=8),
+        }
     finally:
         if agent is not None and hasattr(agent, "close"):
             try:

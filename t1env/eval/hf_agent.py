@@ -55,11 +55,14 @@ def load(path: str) -> tuple:
 def agent_protocol(options: EvalOptions) -> Protocol:
     """The protocol for ``options.model``: its ``t1_protocol.json`` (else the defaults), with the options given."""
     recorded = Protocol.load(options.model) or Protocol()
-    protocol = recorded.replace(name=options.protocol, max_new_tokens=options.max_tokens,
-                                max_observation_chars=options.max_observation_chars)
+    protocol = recorded.replace(
+        name=options.protocol, max_new_tokens=options.max_tokens, max_observation_chars=options.max_observation_chars
+    )
     if protocol.name != "text":
-        raise ValueError(f"--agent hf speaks --protocol text (the model writes its action in its reply), got "
-                         f"--protocol {protocol.name}; for tool calling serve the model and use --agent openai")
+        raise ValueError(
+            f"--agent hf speaks --protocol text (the model writes its action in its reply), got "
+            f"--protocol {protocol.name}; for tool calling serve the model and use --agent openai"
+        )
     return protocol
 
 
@@ -97,8 +100,10 @@ class HFAgent:
                 break
             self.prompt_ids = self.render()
             if not self.protocol.fits(len(self.prompt_ids), self.max_new_tokens):
-                texts.append(f"[t1] the next turn would not fit in {self.protocol.max_context_tokens} tokens: "
-                             "the trial is submitted")
+                texts.append(
+                    f"[t1] the next turn would not fit in {self.protocol.max_context_tokens} tokens: "
+                    "the trial is submitted"
+                )
                 action = {"submit": True}
                 break
             new = self._generate(self.prompt_ids, turn)
@@ -119,8 +124,9 @@ class HFAgent:
     def render(self) -> list[int]:
         """The prompt ids of the conversation so far: the chat template rendered as text, then tokenized (as
         ``t1train``'s rollout renders its first prompt)."""
-        text = self.tokenizer.apply_chat_template(self.messages, chat_template=self.protocol.chat_template,
-                                                  tokenize=False, add_generation_prompt=True)
+        text = self.tokenizer.apply_chat_template(
+            self.messages, chat_template=self.protocol.chat_template, tokenize=False, add_generation_prompt=True
+        )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _generate(self, ids: list[int], turn: dict) -> list[int]:
@@ -137,9 +143,14 @@ class HFAgent:
         sample = self.options.temperature > 0
         with _GENERATE_LOCK, torch.inference_mode():
             out = self.model.generate(
-                prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=self.max_new_tokens,
-                do_sample=sample, temperature=self.options.temperature if sample else None, top_p=None, top_k=None,
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=sample,
+                temperature=self.options.temperature if sample else None,
+                top_p=None,
+                top_k=None,
                 eos_token_id=sorted(self.stop_ids) or None,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
             )
-        return out[0, prompt.shape[1]:].tolist()
+        return out[0, prompt.shape[1] :].tolist()

@@ -68,13 +68,17 @@ class OpenAIAgent:
 
         self.task, self.options = task, options
         self.client = client or OpenAI(
-            base_url=options.base_url, api_key=os.environ.get(options.api_key_env) or "not-needed",
-            max_retries=options.max_retries, timeout=options.request_timeout,
+            base_url=options.base_url,
+            api_key=os.environ.get(options.api_key_env) or "not-needed",
+            max_retries=options.max_retries,
+            timeout=options.request_timeout,
         )
         self.mode = tool_mode(options)
-        self.protocol = Protocol(name="text" if self.mode == "text" else "tools",
-                                 max_observation_chars=options.max_observation_chars,
-                                 max_new_tokens=options.max_tokens or DEFAULT_MAX_TOKENS)
+        self.protocol = Protocol(
+            name="text" if self.mode == "text" else "tools",
+            max_observation_chars=options.max_observation_chars,
+            max_new_tokens=options.max_tokens or DEFAULT_MAX_TOKENS,
+        )
         self.messages: list[dict] = []
         self.queue: list[tuple[str | None, dict]] = []  # (tool call id, action) not yet played
         self.waiting_call: str | None = None  # the tool call whose observation comes with the next act()
@@ -93,8 +97,13 @@ class OpenAIAgent:
             self.messages = self.protocol.first_messages(observation)
             self.env_max_turns = info.get("max_turns") or self.task.spec.limits.max_turns
         elif self.waiting_call is not None:
-            self.messages.append({"role": "tool", "tool_call_id": self.waiting_call,
-                                  "content": self.protocol.observation(observation, info)})
+            self.messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": self.waiting_call,
+                    "content": self.protocol.observation(observation, info),
+                }
+            )
         else:
             self.messages.append(self.protocol.observation_message(observation, info))
         self.waiting_call = None
@@ -112,8 +121,12 @@ class OpenAIAgent:
     def _complete(self) -> Any:
         from openai import BadRequestError  # the eval extra (imported above)
 
-        kwargs = {"model": self.options.model, "messages": self.messages, "temperature": self.options.temperature,
-                  "max_tokens": self.protocol.max_new_tokens}
+        kwargs = {
+            "model": self.options.model,
+            "messages": self.messages,
+            "temperature": self.options.temperature,
+            "max_tokens": self.protocol.max_new_tokens,
+        }
         if self.use_tools:
             try:
                 return self.client.chat.completions.create(tools=self.protocol.tools, **kwargs)
@@ -171,10 +184,20 @@ class OpenAIAgent:
 
     def _tool_calls(self, content: str, calls: list, texts: list[str]) -> None:
         """Queue a reply's tool calls; if one is invalid, answer every call of the reply (none ran)."""
-        self.messages.append({"role": "assistant", "content": content, "tool_calls": [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"}}
-            for c in calls]})
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments or "{}"},
+                    }
+                    for c in calls
+                ],
+            }
+        )
         parsed, problems = [], {}
         for c in calls:
             try:

@@ -80,8 +80,9 @@ class TrialRecorder:
     def start(self, instruction: str) -> None:
         self.steps.append({"step_id": 1, "timestamp": _now_iso(), "source": "user", "message": instruction})
 
-    def action(self, action: Any, observation: str | None, t_sent: float, t_done: float,
-               turn: dict | None = None) -> None:
+    def action(
+        self, action: Any, observation: str | None, t_sent: float, t_done: float, turn: dict | None = None
+    ) -> None:
         """Record one action. ``t_sent``/``t_done``: seconds since the trial began (:meth:`elapsed`).
 
         ``turn`` is what the agent said about this action (``message``, ``reasoning``, ``prompt_tokens``,
@@ -92,7 +93,9 @@ class TrialRecorder:
         step_id = len(self.steps) + 1
         call_id = turn.get("tool_call_id") or f"call_{step_id}"
         step: dict[str, Any] = {
-            "step_id": step_id, "timestamp": _now_iso(), "source": "agent",
+            "step_id": step_id,
+            "timestamp": _now_iso(),
+            "source": "agent",
             "message": turn.get("message") or "",
             "tool_calls": [{"tool_call_id": call_id, "function_name": name, "arguments": args}],
         }
@@ -146,8 +149,13 @@ class TrialRecorder:
         return out
 
     def cast(self, title: str | None = None) -> str:
-        header = {"version": 2, "width": CAST_WIDTH, "height": CAST_HEIGHT, "timestamp": self.started_unix,
-                  "env": {"SHELL": "/bin/bash", "TERM": "xterm-256color"}}
+        header = {
+            "version": 2,
+            "width": CAST_WIDTH,
+            "height": CAST_HEIGHT,
+            "timestamp": self.started_unix,
+            "env": {"SHELL": "/bin/bash", "TERM": "xterm-256color"},
+        }
         if title:
             header["title"] = title
         lines = [json.dumps(header)]

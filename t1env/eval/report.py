@@ -76,8 +76,7 @@ def _plots(jobs: list[tuple[str, dict, list[dict]]]) -> dict[str, bytes]:
 
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     fracs = [[t["passed"] / t["total"] if t["total"] else 0.0 for t in trials] for _, _, trials in jobs]
-    ax.hist(fracs, bins=[i / 10 for i in range(11)], label=[n for n, _, _ in jobs],
-            color=COLORS[: len(jobs)])
+    ax.hist(fracs, bins=[i / 10 for i in range(11)], label=[n for n, _, _ in jobs], color=COLORS[: len(jobs)])
     ax.set_xlabel("passing fraction of checks")
     ax.set_ylabel("trials")
     ax.set_title("Distribution of the passing fraction")
@@ -87,8 +86,13 @@ def _plots(jobs: list[tuple[str, dict, list[dict]]]) -> dict[str, bytes]:
 
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     for i, (name, _, trials) in enumerate(jobs):
-        ax.scatter([t["turns"] for t in trials], [t["passed"] / t["total"] if t["total"] else 0 for t in trials],
-                   alpha=0.6, label=name, color=COLORS[i % 2])
+        ax.scatter(
+            [t["turns"] for t in trials],
+            [t["passed"] / t["total"] if t["total"] else 0 for t in trials],
+            alpha=0.6,
+            label=name,
+            color=COLORS[i % 2],
+        )
     ax.set_xlabel("turns")
     ax.set_ylabel("passing fraction")
     ax.set_ylim(-0.05, 1.05)
@@ -102,7 +106,8 @@ def _plots(jobs: list[tuple[str, dict, list[dict]]]) -> dict[str, bytes]:
 def _summary_rows(name: str, m: dict) -> list[tuple[str, str]]:
     lo, hi = m["resolved_ci95"]
     rows = [
-        ("job", name), ("agent", f"{m.get('agent')}" + (f" ({m['model']})" if m.get("model") else "")),
+        ("job", name),
+        ("agent", f"{m.get('agent')}" + (f" ({m['model']})" if m.get("model") else "")),
         ("trials", f"{m['n_trials']} of {m['n_expected_trials']}" + ("" if m["complete"] else " (incomplete)")),
         ("resolved rate", f"{m['resolved_rate']:.3f} (95% Wilson [{lo:.3f}, {hi:.3f}])"),
         ("mean passing fraction", f"{m['mean_passed_fraction']:.3f}"),
@@ -110,25 +115,41 @@ def _summary_rows(name: str, m: dict) -> list[tuple[str, str]]:
     ]
     rows += [(f"pass@{k}", f"{v:.3f}") for k, v in m["pass_at_k"].items()]
     errs = ", ".join(f"{k} {v}" for k, v in m["errors_by_kind"].items()) or "none"
-    rows += [("errors", errs), ("mean wall time per trial", f"{m['mean_wall_time_s']:.2f} s"),
-             ("mean turns", f"{m['mean_turns']:.1f}"),
-             ("tokens per trial", (f"{m['tokens']['mean_prompt_per_trial']:.0f} prompt + "
-                                   f"{m['tokens']['mean_completion_per_trial']:.0f} completion")),
-             ("cost", f"${m['cost_usd']:.4f}")]
+    rows += [
+        ("errors", errs),
+        ("mean wall time per trial", f"{m['mean_wall_time_s']:.2f} s"),
+        ("mean turns", f"{m['mean_turns']:.1f}"),
+        (
+            "tokens per trial",
+            (
+                f"{m['tokens']['mean_prompt_per_trial']:.0f} prompt + "
+                f"{m['tokens']['mean_completion_per_trial']:.0f} completion"
+            ),
+        ),
+        ("cost", f"${m['cost_usd']:.4f}"),
+    ]
     if m.get("trials_trusting_agent_code"):
-        rows.append(("trials whose checks ran agent code", f"{m['trials_trusting_agent_code']} (imported tasks; see below)"))
+        rows.append(
+            ("trials whose checks ran agent code", f"{m['trials_trusting_agent_code']} (imported tasks; see below)")
+        )
     return rows
 
 
 def _trusting_rows(jobs) -> list[list[str]]:
     """Per job and task: the checks that ran the agent's code in their own process (imported tasks only)."""
-    return [[name, t, ", ".join(r["checks_trusting_agent_code"])] for name, m, _ in jobs
-            for t, r in m["per_task"].items() if r.get("checks_trusting_agent_code")]
+    return [
+        [name, t, ", ".join(r["checks_trusting_agent_code"])]
+        for name, m, _ in jobs
+        for t, r in m["per_task"].items()
+        if r.get("checks_trusting_agent_code")
+    ]
 
 
-TRUSTING_NOTE = ("These imported tasks' checks import the agent's code into the check's own process: t1 records them "
-                 "(the agent's code there can set that check's result, and no other) instead of refusing the import "
-                 "as it does for t1-format tasks (docs/sandbox.md).")
+TRUSTING_NOTE = (
+    "These imported tasks' checks import the agent's code into the check's own process: t1 records them "
+    "(the agent's code there can set that check's result, and no other) instead of refusing the import "
+    "as it does for t1-format tasks (docs/sandbox.md)."
+)
 
 
 def _task_table(jobs) -> tuple[list[str], list[list[str]], list[str]]:
@@ -136,9 +157,19 @@ def _task_table(jobs) -> tuple[list[str], list[list[str]], list[str]]:
     if len(jobs) == 1:
         _, m, _ = jobs[0]
         head = ["task", "category", "difficulty", "trials", "resolved rate", "95% CI", "mean passed", "checks"]
-        rows = [[t, str(r["category"]), str(r["difficulty"]), str(r["n_trials"]), f"{r['resolved_rate']:.2f}",
-                 f"[{r['resolved_ci95'][0]:.2f}, {r['resolved_ci95'][1]:.2f}]", f"{r['mean_passed']:.2f}",
-                 str(r["total_checks"])] for t, r in m["per_task"].items()]
+        rows = [
+            [
+                t,
+                str(r["category"]),
+                str(r["difficulty"]),
+                str(r["n_trials"]),
+                f"{r['resolved_rate']:.2f}",
+                f"[{r['resolved_ci95'][0]:.2f}, {r['resolved_ci95'][1]:.2f}]",
+                f"{r['mean_passed']:.2f}",
+                str(r["total_checks"]),
+            ]
+            for t, r in m["per_task"].items()
+        ]
         return head, rows, []
     (na, ma, _), (nb, mb, _) = jobs
     head = ["task", f"{na} resolved", f"{nb} resolved", "delta", f"{na} passed", f"{nb} passed", "flipped"]
@@ -151,9 +182,21 @@ def _task_table(jobs) -> tuple[list[str], list[list[str]], list[str]]:
         if ra is not None and rb is not None and (ra >= 0.5) != (rb >= 0.5):
             flip = "now solved" if rb >= 0.5 else "now failing"
             flipped.append(f"{t} ({flip})")
-        fmt = lambda x: "-" if x is None else f"{x:.2f}"
-        rows.append([t, fmt(ra), fmt(rb), fmt(rb - ra) if ra is not None and rb is not None else "-",
-                     fmt(a["mean_passed"] if a else None), fmt(b["mean_passed"] if b else None), flip])
+
+        def fmt(x):
+            return "-" if x is None else f"{x:.2f}"
+
+        rows.append(
+            [
+                t,
+                fmt(ra),
+                fmt(rb),
+                fmt(rb - ra) if ra is not None and rb is not None else "-",
+                fmt(a["mean_passed"] if a else None),
+                fmt(b["mean_passed"] if b else None),
+                flip,
+            ]
+        )
     return head, rows, flipped
 
 
@@ -166,9 +209,12 @@ def _group_table(jobs, key: str, what: str) -> tuple[list[str], list[list[str]]]
         row = [g]
         for _, m, _ in jobs:
             r = m[key].get(g)
-            row.append("-" if r is None else
-                       f"{r['resolved_rate']:.2f} [{r['resolved_ci95'][0]:.2f}, {r['resolved_ci95'][1]:.2f}] "
-                       f"({r['n_trials']})")
+            row.append(
+                "-"
+                if r is None
+                else f"{r['resolved_rate']:.2f} [{r['resolved_ci95'][0]:.2f}, {r['resolved_ci95'][1]:.2f}] "
+                f"({r['n_trials']})"
+            )
         rows.append(row)
     return head, rows
 
@@ -214,31 +260,56 @@ def write_report(job_dirs: list[Path], out: Path | None = None) -> list[Path]:
     md += ["## Per task", "", _md_table(head, rows), ""]
     trusting = _trusting_rows(jobs)
     if trusting:
-        md += ["## Checks that ran agent code in process", "", TRUSTING_NOTE, "",
-               _md_table(["job", "task", "checks"], trusting), ""]
+        md += [
+            "## Checks that ran agent code in process",
+            "",
+            TRUSTING_NOTE,
+            "",
+            _md_table(["job", "task", "checks"], trusting),
+            "",
+        ]
     md += ["## Plots", ""]
     md += [f"![{p}]({p})" for p in plots] + [""]
-    md += [("Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of Chen et al. "
-            "(2021); see docs/evaluation.md for every definition."), ""]
+    md += [
+        (
+            "Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of Chen et al. "
+            "(2021); see docs/evaluation.md for every definition."
+        ),
+        "",
+    ]
 
-    imgs = "".join(f'<img alt="{p}" src="data:image/png;base64,{base64.b64encode(b).decode()}">'
-                   for p, b in plots.items())
-    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
-    parts.append("<div class='row'>" + "".join(_html_table(["metric", "value"], [list(r) for r in s])
-                                              for s in summaries) + "</div>")
+    imgs = "".join(
+        f'<img alt="{p}" src="data:image/png;base64,{base64.b64encode(b).decode()}">' for p, b in plots.items()
+    )
+    parts = [
+        (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+        )
+    ]
+    parts.append(
+        "<div class='row'>"
+        + "".join(_html_table(["metric", "value"], [list(r) for r in s]) for s in summaries)
+        + "</div>"
+    )
     if len(jobs) == 2:
         parts.append(f"<h2>Flipped tasks</h2><p>{html.escape(', '.join(flipped) or 'none')}</p>")
     parts.append(f"<h2>Plots</h2><div class='plots'>{imgs}</div>")
-    groups = "".join(f"<div><h2>By {what}</h2>{_html_table(*_group_table(jobs, key, what))}</div>"
-                     for key, what in (("per_category", "category"), ("per_difficulty", "difficulty")))
+    groups = "".join(
+        f"<div><h2>By {what}</h2>{_html_table(*_group_table(jobs, key, what))}</div>"
+        for key, what in (("per_category", "category"), ("per_difficulty", "difficulty"))
+    )
     parts.append(f"<div class='row'>{groups}</div>")
     parts.append(f"<h2>Per task</h2>{_html_table(head, rows)}")
     if trusting:
-        parts.append(f"<h2>Checks that ran agent code in process</h2><p>{html.escape(TRUSTING_NOTE)}</p>"
-                     + _html_table(["job", "task", "checks"], trusting))
-    parts.append("<p>Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of "
-                 "Chen et al. (2021).</p></body></html>")
+        parts.append(
+            f"<h2>Checks that ran agent code in process</h2><p>{html.escape(TRUSTING_NOTE)}</p>"
+            + _html_table(["job", "task", "checks"], trusting)
+        )
+    parts.append(
+        "<p>Resolved rates carry 95% Wilson score intervals; pass@k is the unbiased estimator of "
+        "Chen et al. (2021).</p></body></html>"
+    )
 
     written = []
     for name, data in plots.items():

@@ -101,7 +101,9 @@ def job_metrics(trials: Iterable[dict], attempts: int, expected_trials: int | No
     for tid, ts in sorted(by_task.items()):
         row = _rate(ts)
         row.update(
-            category=ts[0].get("category"), difficulty=ts[0].get("difficulty"), total_checks=ts[0].get("total"),
+            category=ts[0].get("category"),
+            difficulty=ts[0].get("difficulty"),
+            total_checks=ts[0].get("total"),
             mean_passed=sum(t["passed"] for t in ts) / len(ts),
             mean_passed_fraction=sum(_fraction(t) for t in ts) / len(ts),
             # an imported task's checks that ran the agent's code in their process: only as good as that code
@@ -137,9 +139,12 @@ def job_metrics(trials: Iterable[dict], attempts: int, expected_trials: int | No
         "per_task": per_task,
         "mean_wall_time_s": sum(t["wall_time_s"] for t in trials) / n if n else 0.0,
         "mean_turns": sum(t["turns"] for t in trials) / n if n else 0.0,
-        "tokens": {"prompt": sum(prompt), "completion": sum(completion),
-                   "mean_prompt_per_trial": sum(prompt) / n if n else 0.0,
-                   "mean_completion_per_trial": sum(completion) / n if n else 0.0},
+        "tokens": {
+            "prompt": sum(prompt),
+            "completion": sum(completion),
+            "mean_prompt_per_trial": sum(prompt) / n if n else 0.0,
+            "mean_completion_per_trial": sum(completion) / n if n else 0.0,
+        },
         "cost_usd": sum(t.get("cost_usd") or 0.0 for t in trials),
         "ci_method": "wilson",
     }

@@ -47,8 +47,21 @@ from t1env.families.base import (
 from t1env.resources import cache_dir
 from t1env.task import TaskError
 
-__all__ = ["CALIBRATION_SEEDS", "FAMILIES", "INSTANCE_SEP", "TEST_EVERY", "Family", "Instance", "calibration_refs",
-           "expand_refs", "get_family", "materialize", "parse_instance_id", "split_of_seed", "split_seed"]
+__all__ = [
+    "CALIBRATION_SEEDS",
+    "FAMILIES",
+    "INSTANCE_SEP",
+    "TEST_EVERY",
+    "Family",
+    "Instance",
+    "calibration_refs",
+    "expand_refs",
+    "get_family",
+    "materialize",
+    "parse_instance_id",
+    "split_of_seed",
+    "split_seed",
+]
 
 
 # -- the families (an explicit list: one hop from here to each generator) ------------------------

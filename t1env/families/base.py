@@ -106,8 +106,11 @@ class Family:
         _write(root / "task.toml", self._toml(inst, seed))
         _write(root / "instruction.md", inst.instruction.strip() + "\n")
         for name, script in {"solve": inst.solve, **{f"demos/{k}": v for k, v in inst.demos.items()}}.items():
-            _write(root / "solution" / f"{name}.sh", "#!/bin/bash\nset -euo pipefail\n" + inst.preamble
-                   + script.strip() + "\n", 0o755)
+            _write(
+                root / "solution" / f"{name}.sh",
+                "#!/bin/bash\nset -euo pipefail\n" + inst.preamble + script.strip() + "\n",
+                0o755,
+            )
         for name, body in sorted(inst.tests.items()):
             _write(root / "tests" / name, body)
         (root / "environment").mkdir(exist_ok=True)

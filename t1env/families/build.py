@@ -20,13 +20,23 @@ from t1env.families.base import Family, Instance, split_of_seed
 FAULTS = ("semicolon", "typo", "prototype", "spaces", "link", "guard", "logic")
 HELD_OUT_FAULTS = ("include", "clean", "base")  # only in the test split
 POOLS = {  # per split: binary names, multipliers, offsets, moduli, the accumulator's names
-    "train": (["calc", "mixer", "tally", "hashsum", "scorer"], (3, 97), (1, 999),
-              [997, 1009, 7919, 10007, 65521, 99991], ["total", "sum", "acc"]),
-    "test": (["blend", "fold", "crunch", "digest", "warp"], (101, 199), (1000, 1999), [1013, 4099, 8191, 30011, 49999],
-             ["grand", "running", "agg"]),
+    "train": (
+        ["calc", "mixer", "tally", "hashsum", "scorer"],
+        (3, 97),
+        (1, 999),
+        [997, 1009, 7919, 10007, 65521, 99991],
+        ["total", "sum", "acc"],
+    ),
+    "test": (
+        ["blend", "fold", "crunch", "digest", "warp"],
+        (101, 199),
+        (1000, 1999),
+        [1013, 4099, 8191, 30011, 49999],
+        ["grand", "running", "agg"],
+    ),
 }
 
-TESTS = r'''
+TESTS = r"""
 import random
 import shutil
 import subprocess
@@ -91,7 +101,7 @@ def test_make_clean_removes_build_outputs(built):
     res = subprocess.run(["make", "clean"], cwd=work, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert not (work / BINARY).exists() and not list(work.rglob("*.o"))
-'''
+"""
 
 
 def _sources(binary: str, a: int, b: int, m: int, faults: set[str], typo_var: str) -> dict[str, str]:
@@ -102,25 +112,36 @@ def _sources(binary: str, a: int, b: int, m: int, faults: set[str], typo_var: st
     guard_open = "" if "guard" in faults else "#ifndef ROW_H\n#define ROW_H\n"
     guard_close = "" if "guard" in faults else "#endif\n"
     mixh = f"#ifndef MIX_H\n#define MIX_H\n\n{proto}\n\n#endif\n"
-    rowh = (f"{guard_open}\nstruct row {{\n    long x;\n    long value;\n}};\n\n"
-            f"void print_row(const struct row *r);\nvoid print_total(long total);\n\n{guard_close}")
-    mixc = (f'#include "mix.h"\n\n#define A {a}L\n#define B {b}L\n#define M {m}L\n\n'
-            f"long mix(long x)\n{{\n    long r = {reduce}{semi}\n    return r;\n}}\n")
-    rowc = ('#include <stdio.h>\n' + ("" if "include" in faults else '#include "row.h"\n') + '\n'
-            'void print_row(const struct row *r)\n{\n    printf("%ld -> %ld\\n", r->x, r->value);\n}\n\n'
-            'void print_total(long total)\n{\n    printf("total %ld\\n", total);\n}\n')
-    mainc = ('#include <stdlib.h>\n#include "mix.h"\n#include "row.h"\n' + ('#include "row.h"\n' if "guard" in faults else "")
-             + f"\nint main(int argc, char **argv)\n{{\n    long {typo_var} = 0;\n"
-             "    for (int i = 1; i < argc; i++) {\n"
-             f"        struct row r;\n        r.x = strtol(argv[i], NULL, {16 if 'base' in faults else 10});\n"
-             "        r.value = mix(r.x);\n"
-             f"        {total_use} += r.value;\n        print_row(&r);\n    }}\n    print_total({typo_var});\n    return 0;\n}}\n")
+    rowh = (
+        f"{guard_open}\nstruct row {{\n    long x;\n    long value;\n}};\n\n"
+        f"void print_row(const struct row *r);\nvoid print_total(long total);\n\n{guard_close}"
+    )
+    mixc = (
+        f'#include "mix.h"\n\n#define A {a}L\n#define B {b}L\n#define M {m}L\n\n'
+        f"long mix(long x)\n{{\n    long r = {reduce}{semi}\n    return r;\n}}\n"
+    )
+    rowc = (
+        "#include <stdio.h>\n" + ("" if "include" in faults else '#include "row.h"\n') + "\n"
+        'void print_row(const struct row *r)\n{\n    printf("%ld -> %ld\\n", r->x, r->value);\n}\n\n'
+        'void print_total(long total)\n{\n    printf("total %ld\\n", total);\n}\n'
+    )
+    mainc = (
+        '#include <stdlib.h>\n#include "mix.h"\n#include "row.h"\n'
+        + ('#include "row.h"\n' if "guard" in faults else "")
+        + f"\nint main(int argc, char **argv)\n{{\n    long {typo_var} = 0;\n"
+        "    for (int i = 1; i < argc; i++) {\n"
+        f"        struct row r;\n        r.x = strtol(argv[i], NULL, {16 if 'base' in faults else 10});\n"
+        "        r.value = mix(r.x);\n"
+        f"        {total_use} += r.value;\n        print_row(&r);\n    }}\n    print_total({typo_var});\n    return 0;\n}}\n"
+    )
     objs = "main.o mix.o" if "link" in faults else "main.o mix.o row.o"
     ind = "    " if "spaces" in faults else "\t"
-    makefile = (f"CC = gcc\nCFLAGS = -O2 -Wall\nOBJS = {objs}\n\n{binary}: $(OBJS)\n{ind}$(CC) $(CFLAGS) -o $@ $(OBJS)\n\n"
-                f"%.o: %.c *.h\n{ind}$(CC) $(CFLAGS) -c $<\n\n"
-                f"clean:\n{ind}rm -f {'' if 'clean' in faults else binary + ' '}*.o\n\n"
-                ".PHONY: clean\n")
+    makefile = (
+        f"CC = gcc\nCFLAGS = -O2 -Wall\nOBJS = {objs}\n\n{binary}: $(OBJS)\n{ind}$(CC) $(CFLAGS) -o $@ $(OBJS)\n\n"
+        f"%.o: %.c *.h\n{ind}$(CC) $(CFLAGS) -c $<\n\n"
+        f"clean:\n{ind}rm -f {'' if 'clean' in faults else binary + ' '}*.o\n\n"
+        ".PHONY: clean\n"
+    )
     return {"main.c": mainc, "mix.c": mixc, "mix.h": mixh, "row.c": rowc, "row.h": rowh, "Makefile": makefile}
 
 
@@ -148,22 +169,26 @@ class BrokenBuild(Family):
         fixed = _sources(binary, a, b, m, set(), typo_var)
         sample = sorted(rng.sample(range(-50, 200), 5))
         instruction = (
-            f"`/app` holds the C sources and the Makefile of `{binary}`, but the project is broken: it does not build\n"
-            "or does not behave as specified. Fix it.\n\n"
-            f"Specification: `./{binary} X1 X2 ...` takes integers and prints, for each X in order, a line `X -> V` where\n"
-            f"V = (X * {a} + {b}) mod {m}, the remainder taken in 0..{m - 1} (also for negative X); then a last line\n"
-            "`total T` where T is the sum of the V values. With no arguments it prints `total 0`.\n\n"
-            f"Requirements: `make` in `/app` builds `/app/{binary}` from the sources in a clean tree, and `make clean`\n"
-            f"removes `{binary}` and the object files. Example: `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
-        ) if split == "train" else (
-            f"The C program `{binary}` in `/app` (sources plus a Makefile) is broken: either it fails to build or its\n"
-            "output is not what it should be. Repair it.\n\n"
-            f"What `./{binary} X1 X2 ...` must do: read its arguments as decimal integers and, for each X in order,\n"
-            f"print `X -> V` with V = (X * {a} + {b}) mod {m}, always in the range 0..{m - 1} (negative X included);\n"
-            f"then print `total T`, T being the sum of all V. Without arguments the output is just `total 0`.\n\n"
-            f"Also: running `make` in `/app` on a clean tree must build `/app/{binary}` from the sources, and\n"
-            f"`make clean` must delete `{binary}` and every object file. "
-            f"Try e.g. `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
+            (
+                f"`/app` holds the C sources and the Makefile of `{binary}`, but the project is broken: it does not build\n"
+                "or does not behave as specified. Fix it.\n\n"
+                f"Specification: `./{binary} X1 X2 ...` takes integers and prints, for each X in order, a line `X -> V` where\n"
+                f"V = (X * {a} + {b}) mod {m}, the remainder taken in 0..{m - 1} (also for negative X); then a last line\n"
+                "`total T` where T is the sum of the V values. With no arguments it prints `total 0`.\n\n"
+                f"Requirements: `make` in `/app` builds `/app/{binary}` from the sources in a clean tree, and `make clean`\n"
+                f"removes `{binary}` and the object files. Example: `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
+            )
+            if split == "train"
+            else (
+                f"The C program `{binary}` in `/app` (sources plus a Makefile) is broken: either it fails to build or its\n"
+                "output is not what it should be. Repair it.\n\n"
+                f"What `./{binary} X1 X2 ...` must do: read its arguments as decimal integers and, for each X in order,\n"
+                f"print `X -> V` with V = (X * {a} + {b}) mod {m}, always in the range 0..{m - 1} (negative X included);\n"
+                f"then print `total T`, T being the sum of all V. Without arguments the output is just `total 0`.\n\n"
+                f"Also: running `make` in `/app` on a clean tree must build `/app/{binary}` from the sources, and\n"
+                f"`make clean` must delete `{binary}` and every object file. "
+                f"Try e.g. `./{binary} {' '.join(map(str, sample[:2]))}`.\n"
+            )
         )
         solve = "".join(f"cat > {name} <<'T1EOF'\n{body}T1EOF\n" for name, body in fixed.items())
         solve += f"make clean\nmake\n./{binary} {' '.join(map(str, sample))}\n"

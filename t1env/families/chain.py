@@ -52,10 +52,12 @@ PAIRS = [(w, n) for w in WORDS for n in NUMBERS]
 TEST_PAIRS = [p for i, p in enumerate(PAIRS) if i % TEST_EVERY == 0]
 TRAIN_PAIRS = [p for i, p in enumerate(PAIRS) if i % TEST_EVERY != 0]
 
-INSTRUCTION = ("/app/name.txt holds a word and /app/count.txt a number. Create a folder named after the word, and in "
-               "it a file notes.txt holding the number. Change nothing else.")
+INSTRUCTION = (
+    "/app/name.txt holds a word and /app/count.txt a number. Create a folder named after the word, and in "
+    "it a file notes.txt holding the number. Change nothing else."
+)
 
-TESTS = '''from pathlib import Path
+TESTS = """from pathlib import Path
 
 APP = Path("/app")
 
@@ -76,7 +78,7 @@ def test_nothing_else_changed():
     assert sorted(p.name for p in APP.iterdir()) == sorted(["count.txt", "name.txt", WORD])
     assert sorted(p.name for p in (APP / WORD).iterdir()) == ["notes.txt"]
     assert (APP / "name.txt").read_text() == WORD + "\\n" and (APP / "count.txt").read_text() == NUMBER + "\\n"
-'''
+"""
 
 
 def pair_of_seed(seed: int) -> tuple[str, int]:
@@ -90,8 +92,7 @@ def pair_of_seed(seed: int) -> tuple[str, int]:
 def script(word: str, number: int, spare_folder: bool, rereads_name: bool) -> str:
     """The four commands of an episode: the oracle's, or the sloppy demonstrator's with its slips."""
     value, read = (word, "name.txt") if rereads_name else (number, "count.txt")
-    return (f"cat name.txt\nmkdir {'tmp ' if spare_folder else ''}{word}\ncat {read}\n"
-            f"echo {value} > {word}/notes.txt\n")
+    return f"cat name.txt\nmkdir {'tmp ' if spare_folder else ''}{word}\ncat {read}\necho {value} > {word}/notes.txt\n"
 
 
 class Chain(Family):
@@ -106,9 +107,11 @@ class Chain(Family):
             title=f"Make the folder {word} with a note of {number}",
             instruction=INSTRUCTION,
             solve=script(word, number, spare_folder=False, rereads_name=False),
-            demos={"rereads-name": script(word, number, spare_folder=False, rereads_name=True),
-                   "spare-folder": script(word, number, spare_folder=True, rereads_name=False),
-                   "both-slips": script(word, number, spare_folder=True, rereads_name=True)},
+            demos={
+                "rereads-name": script(word, number, spare_folder=False, rereads_name=True),
+                "spare-folder": script(word, number, spare_folder=True, rereads_name=False),
+                "both-slips": script(word, number, spare_folder=True, rereads_name=True),
+            },
             tests={"test_chain.py": f"WORD = {word!r}\nNUMBER = {str(number)!r}\n" + TESTS},
             files={"name.txt": f"{word}\n", "count.txt": f"{number}\n"},
             tags=("files", "multi-turn", "learnable"),

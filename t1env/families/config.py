@@ -18,28 +18,69 @@ import random
 from t1env.families.base import Family, Instance, split_of_seed
 
 SECTIONS = {
-    "server": {"host": ["127.0.0.1", "0.0.0.0", "localhost"], "port": range(1024, 9999), "workers": range(1, 32),
-               "keepalive": [True, False], "timeout_s": range(5, 300)},
-    "database": {"url": ["sqlite:///data/app.db", "postgres://db:5432/app", "mysql://db/app"], "pool_size": range(1, 50),
-                 "retries": range(0, 10), "ssl": [True, False]},
-    "logging": {"level": ["debug", "info", "warning", "error"], "file": ["/var/log/app.log", "logs/app.log", "-"],
-                "rotate_mb": range(1, 500), "json": [True, False]},
-    "cache": {"backend": ["memory", "redis", "none"], "ttl_s": range(10, 86400), "max_items": range(100, 100000),
-              "enabled": [True, False]},
-    "features": {"beta_ui": [True, False], "signup": [True, False], "max_upload_mb": range(1, 1024),
-                 "theme": ["light", "dark", "auto"]},
+    "server": {
+        "host": ["127.0.0.1", "0.0.0.0", "localhost"],
+        "port": range(1024, 9999),
+        "workers": range(1, 32),
+        "keepalive": [True, False],
+        "timeout_s": range(5, 300),
+    },
+    "database": {
+        "url": ["sqlite:///data/app.db", "postgres://db:5432/app", "mysql://db/app"],
+        "pool_size": range(1, 50),
+        "retries": range(0, 10),
+        "ssl": [True, False],
+    },
+    "logging": {
+        "level": ["debug", "info", "warning", "error"],
+        "file": ["/var/log/app.log", "logs/app.log", "-"],
+        "rotate_mb": range(1, 500),
+        "json": [True, False],
+    },
+    "cache": {
+        "backend": ["memory", "redis", "none"],
+        "ttl_s": range(10, 86400),
+        "max_items": range(100, 100000),
+        "enabled": [True, False],
+    },
+    "features": {
+        "beta_ui": [True, False],
+        "signup": [True, False],
+        "max_upload_mb": range(1, 1024),
+        "theme": ["light", "dark", "auto"],
+    },
 }
 HELD_OUT = {  # the test split's sections
-    "http": {"bind": ["0.0.0.0", "127.0.0.1", "::1"], "listen_port": range(2000, 9000), "gzip": [True, False],
-             "max_body_kb": range(64, 8192)},
-    "queue": {"broker": ["amqp://mq:5672", "redis://q:6379/1", "memory"], "prefetch": range(1, 200),
-              "durable": [True, False], "visibility_s": range(10, 3600)},
-    "metrics": {"exporter": ["prometheus", "statsd", "off"], "interval_s": range(1, 120), "histograms": [True, False],
-                "prefix": ["app", "svc", "edge"]},
-    "auth": {"provider": ["oidc", "ldap", "local"], "session_min": range(5, 1440), "mfa": [True, False],
-             "lockout_after": range(3, 20)},
-    "storage": {"root": ["/srv/data", "/var/lib/app", "data/"], "quota_gb": range(1, 2000), "compress": [True, False],
-                "replicas": range(1, 5)},
+    "http": {
+        "bind": ["0.0.0.0", "127.0.0.1", "::1"],
+        "listen_port": range(2000, 9000),
+        "gzip": [True, False],
+        "max_body_kb": range(64, 8192),
+    },
+    "queue": {
+        "broker": ["amqp://mq:5672", "redis://q:6379/1", "memory"],
+        "prefetch": range(1, 200),
+        "durable": [True, False],
+        "visibility_s": range(10, 3600),
+    },
+    "metrics": {
+        "exporter": ["prometheus", "statsd", "off"],
+        "interval_s": range(1, 120),
+        "histograms": [True, False],
+        "prefix": ["app", "svc", "edge"],
+    },
+    "auth": {
+        "provider": ["oidc", "ldap", "local"],
+        "session_min": range(5, 1440),
+        "mfa": [True, False],
+        "lockout_after": range(3, 20),
+    },
+    "storage": {
+        "root": ["/srv/data", "/var/lib/app", "data/"],
+        "quota_gb": range(1, 2000),
+        "compress": [True, False],
+        "replicas": range(1, 5),
+    },
 }
 ALL_SECTIONS = {**SECTIONS, **HELD_OUT}
 FORMATS = {"json": "config.json", "ini": "app.ini", "toml": "settings.toml"}
@@ -132,8 +173,12 @@ def _render(fmt: str, cfg: dict, faults: set[str], rng: random.Random) -> str:
         stringly = rng.choice(cands)
     odd = None  # the setting that "bareword" leaves unquoted or "nodelim" writes without its `=`
     if faults & {"bareword", "nodelim"}:
-        cands = [(s, k) for s in cfg for k, v in cfg[s].items()
-                 if "nodelim" in faults or (isinstance(v, str) and v.replace("_", "").isalnum())]
+        cands = [
+            (s, k)
+            for s in cfg
+            for k, v in cfg[s].items()
+            if "nodelim" in faults or (isinstance(v, str) and v.replace("_", "").isalnum())
+        ]
         odd = rng.choice(cands)
     lines: list[str] = []
     if fmt == "json":
@@ -168,7 +213,9 @@ class ConfigRepair(Family):
     name = "config"
     category = "sysadmin"
     difficulty = "easy"
-    description = "Repair a JSON/INI/TOML service config (syntax faults, duplicates, mistyped values) and apply settings."
+    description = (
+        "Repair a JSON/INI/TOML service config (syntax faults, duplicates, mistyped values) and apply settings."
+    )
 
     def build(self, rng: random.Random, seed: int) -> Instance:
         split = split_of_seed(seed)
@@ -182,8 +229,9 @@ class ConfigRepair(Family):
                 k = sorted(sections[s])[0]
                 cfg[s][k] = rng.choice(sections[s][k])
         syntax = "syntax" if split == "train" else SYNTAX_TEST[fmt]
-        if syntax == "bareword" and not any(isinstance(v, str) and v.replace("_", "").isalnum()
-                                            for kv in cfg.values() for v in kv.values()):
+        if syntax == "bareword" and not any(
+            isinstance(v, str) and v.replace("_", "").isalnum() for kv in cfg.values() for v in kv.values()
+        ):
             syntax = "syntax"  # no string setting to leave unquoted
         faults = {syntax} | set(rng.sample(["duplicate", "stringly"] if fmt != "ini" else ["duplicate"], 1))
         broken = _render(fmt, cfg, faults, rng)
@@ -196,23 +244,31 @@ class ConfigRepair(Family):
         fixed = _render(fmt, final, set(), rng)
 
         def show(v):
-            return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v) if isinstance(v, str) else str(v)
+            return (
+                ("true" if v else "false") if isinstance(v, bool) else json.dumps(v) if isinstance(v, str) else str(v)
+            )
 
         req_text = "\n".join(f"* `{s}.{k}` = `{show(v)}`" for (s, k), v in required.items())
         typed = "" if fmt == "ini" else " Numbers and booleans must be real numbers and booleans, not strings."
         instruction = (
-            f"The service in `/app` reads its settings from `/app/{file}` ({fmt.upper()}), but the file is broken: the\n"
-            f"service's standard {fmt.upper()} parser rejects it or reads wrong values.\n\n"
-            "Repair the file in place so that it parses cleanly and every setting keeps its meaning, with no setting\n"
-            f"added, lost or defined twice.{typed} Then apply these changes (section `.` key):\n\n" + req_text + "\n\n"
-            "All other settings keep their current values.\n"
-        ) if split == "train" else (
-            f"`/app/{file}` holds the settings of the service in `/app`, in {fmt.upper()}, and it is damaged: the\n"
-            f"standard {fmt.upper()} parser either refuses it or gets wrong values out of it.\n\n"
-            "Fix the file where it is, so that it parses without errors and every setting means what it meant, with\n"
-            f"each setting present exactly once and none added or dropped.{typed}\n"
-            "Then make these changes (written as section `.` key):\n\n" + req_text + "\n\n"
-            "Every other setting stays as it is.\n"
+            (
+                f"The service in `/app` reads its settings from `/app/{file}` ({fmt.upper()}), but the file is broken: the\n"
+                f"service's standard {fmt.upper()} parser rejects it or reads wrong values.\n\n"
+                "Repair the file in place so that it parses cleanly and every setting keeps its meaning, with no setting\n"
+                f"added, lost or defined twice.{typed} Then apply these changes (section `.` key):\n\n"
+                + req_text
+                + "\n\n"
+                "All other settings keep their current values.\n"
+            )
+            if split == "train"
+            else (
+                f"`/app/{file}` holds the settings of the service in `/app`, in {fmt.upper()}, and it is damaged: the\n"
+                f"standard {fmt.upper()} parser either refuses it or gets wrong values out of it.\n\n"
+                "Fix the file where it is, so that it parses without errors and every setting means what it meant, with\n"
+                f"each setting present exactly once and none added or dropped.{typed}\n"
+                "Then make these changes (written as section `.` key):\n\n" + req_text + "\n\n"
+                "Every other setting stays as it is.\n"
+            )
         )
         solve = f"cat > {file} <<'CFG'\n{fixed}CFG\n"
         if fmt == "ini":

@@ -20,26 +20,53 @@ import random
 from t1env.families.base import Family, Instance, split_of_seed
 
 DOMAINS = {
-    "sales": {"cat": {"region": ["north", "south", "east", "west", "central"],
-                      "channel": ["web", "store", "phone", "partner"]},
-              "num": ["amount", "discount", "units"], "name": "customer"},
-    "inventory": {"cat": {"warehouse": ["berlin", "lyon", "porto", "oslo", "turin", "graz"],
-                          "kind": ["tool", "part", "kit", "spare"]},
-                  "num": ["weight", "price", "stock"], "name": "item"},
-    "staff": {"cat": {"team": ["infra", "data", "web", "mobile", "security"],
-                      "level": ["junior", "mid", "senior", "lead"]},
-              "num": ["salary", "bonus", "hours"], "name": "employee"},
+    "sales": {
+        "cat": {
+            "region": ["north", "south", "east", "west", "central"],
+            "channel": ["web", "store", "phone", "partner"],
+        },
+        "num": ["amount", "discount", "units"],
+        "name": "customer",
+    },
+    "inventory": {
+        "cat": {
+            "warehouse": ["berlin", "lyon", "porto", "oslo", "turin", "graz"],
+            "kind": ["tool", "part", "kit", "spare"],
+        },
+        "num": ["weight", "price", "stock"],
+        "name": "item",
+    },
+    "staff": {
+        "cat": {"team": ["infra", "data", "web", "mobile", "security"], "level": ["junior", "mid", "senior", "lead"]},
+        "num": ["salary", "bonus", "hours"],
+        "name": "employee",
+    },
 }
 HELD_OUT = {  # the test split's domains
-    "shipments": {"cat": {"carrier": ["dhl", "ups", "fedex", "postnl", "gls"],
-                          "origin": ["hamburg", "rotterdam", "antwerp", "genoa", "gdansk"]},
-                  "num": ["weight_kg", "cost", "distance"], "name": "consignee"},
-    "sensors": {"cat": {"site": ["roof", "basement", "lab", "yard", "garage", "attic"],
-                        "model": ["tx100", "tx200", "aq5", "mk2"]},
-                "num": ["reading", "battery", "uptime"], "name": "installer"},
-    "courses": {"cat": {"faculty": ["arts", "law", "science", "medicine", "economics"],
-                        "term": ["spring", "summer", "autumn", "winter"]},
-                "num": ["fee", "credits", "enrolled"], "name": "lecturer"},
+    "shipments": {
+        "cat": {
+            "carrier": ["dhl", "ups", "fedex", "postnl", "gls"],
+            "origin": ["hamburg", "rotterdam", "antwerp", "genoa", "gdansk"],
+        },
+        "num": ["weight_kg", "cost", "distance"],
+        "name": "consignee",
+    },
+    "sensors": {
+        "cat": {
+            "site": ["roof", "basement", "lab", "yard", "garage", "attic"],
+            "model": ["tx100", "tx200", "aq5", "mk2"],
+        },
+        "num": ["reading", "battery", "uptime"],
+        "name": "installer",
+    },
+    "courses": {
+        "cat": {
+            "faculty": ["arts", "law", "science", "medicine", "economics"],
+            "term": ["spring", "summer", "autumn", "winter"],
+        },
+        "num": ["fee", "credits", "enrolled"],
+        "name": "lecturer",
+    },
 }
 FIRST_TEST = ["Nakamura", "Okafor", "Petrov", "Quispe", "Rossi", "Santos", "Tanaka", "Ueda", "Varga", "Weber"]
 LAST_TEST = ["Ama", "Bea", "Cato", "Dov", "Eun", "Fen", "Gil", "Hiro"]
@@ -47,7 +74,7 @@ FIRST = ["Smith", "Jones", "Garcia", "Miller", "Davis", "Lopez", "Wilson", "Moor
 LAST = ["Ann", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal", "Ivy", "Jo"]
 DELIMS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 
-ORACLE = r'''
+ORACLE = r"""
 import csv, json, sys
 delim, group, value, fcol, fval, agg, order = sys.argv[1:8]
 delim = "\t" if delim == "tab" else delim
@@ -67,12 +94,16 @@ def f(vs):
 out = [{group: k, "count": len(v), agg: round(f(v), 2)} for k, v in groups.items()]
 out.sort(key=(lambda g: g[group]) if order == "key" else (lambda g: (-g[agg], g[group])))
 json.dump({"rows_used": len(used), "groups": out}, open("/app/report.json", "w"), indent=2)
-'''
-KEEP = {"ge": "float(r[fcol]) >= float(fval)", "ne": "r[fcol] != fval",  # train
-        "lt": "float(r[fcol]) < float(fval)", "eq": "r[fcol] == fval"}  # test
+"""
+KEEP = {
+    "ge": "float(r[fcol]) >= float(fval)",
+    "ne": "r[fcol] != fval",  # train
+    "lt": "float(r[fcol]) < float(fval)",
+    "eq": "r[fcol] == fval",
+}  # test
 
 
-TESTS = r'''
+TESTS = r"""
 import hashlib
 import json
 from pathlib import Path
@@ -112,7 +143,7 @@ def test_aggregates():
     assert set(got) == set(want)
     for k in want:
         assert abs(float(got[k]) - want[k]) <= 0.011, (k, got[k], want[k])
-'''
+"""
 
 
 class CsvPipeline(Family):
@@ -136,12 +167,16 @@ class CsvPipeline(Family):
         rows = []
         for i in range(rng.randint(80, 260)):
             name = f"{rng.choice(first)}{delim if rng.random() < 0.2 else ' '}{rng.choice(last)}"
-            rows.append({
-                "id": str(1000 + i), d["name"]: name,
-                group: rng.choice(cats[group]), other: rng.choice(cats[other]),
-                value: "" if rng.random() < 0.08 else f"{rng.randint(1, 99999) / 100:.2f}",
-                fnum: f"{rng.randint(0, 5000) / 10:.1f}",
-            })
+            rows.append(
+                {
+                    "id": str(1000 + i),
+                    d["name"]: name,
+                    group: rng.choice(cats[group]),
+                    other: rng.choice(cats[other]),
+                    value: "" if rng.random() < 0.08 else f"{rng.randint(1, 99999) / 100:.2f}",
+                    fnum: f"{rng.randint(0, 5000) / 10:.1f}",
+                }
+            )
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=cols, delimiter=delim, lineterminator="\n")
         w.writeheader()
@@ -152,10 +187,18 @@ class CsvPipeline(Family):
         fop = ("ge" if split == "train" else "lt") if numeric else ("ne" if split == "train" else "eq")
         fcol = fnum if numeric else other
         fval = f"{rng.randint(50, 300)}" if numeric else rng.choice(cats[other])
-        ftext = {"ge": f"`{fnum}` is at least {fval}", "ne": f"`{other}` is not `{fval}`",
-                 "lt": f"`{fnum}` is below {fval}", "eq": f"`{other}` is `{fval}`"}[fop]
-        keep = {"ge": lambda r: float(r[fnum]) >= float(fval), "ne": lambda r: r[other] != fval,
-                "lt": lambda r: float(r[fnum]) < float(fval), "eq": lambda r: r[other] == fval}[fop]
+        ftext = {
+            "ge": f"`{fnum}` is at least {fval}",
+            "ne": f"`{other}` is not `{fval}`",
+            "lt": f"`{fnum}` is below {fval}",
+            "eq": f"`{other}` is `{fval}`",
+        }[fop]
+        keep = {
+            "ge": lambda r: float(r[fnum]) >= float(fval),
+            "ne": lambda r: r[other] != fval,
+            "lt": lambda r: float(r[fnum]) < float(fval),
+            "eq": lambda r: r[other] == fval,
+        }[fop]
         agg = rng.choice(["sum", "mean", "max", "min"])
         order = rng.choice(["key", "value"])
         used = [r for r in rows if r[value] != "" and keep(r)]
@@ -165,36 +208,47 @@ class CsvPipeline(Family):
         fn = {"sum": sum, "max": max, "min": min, "mean": lambda v: sum(v) / len(v)}[agg]
         expected = [{group: k, "count": len(v), agg: round(fn(v), 2)} for k, v in groups.items()]
         expected.sort(key=(lambda g: g[group]) if order == "key" else (lambda g: (-g[agg], g[group])))
-        order_text = (f"sorted by `{group}` ascending" if order == "key"
-                      else f"sorted by `{agg}` descending (ties: by `{group}` ascending)")
+        order_text = (
+            f"sorted by `{group}` ascending"
+            if order == "key"
+            else f"sorted by `{agg}` descending (ties: by `{group}` ascending)"
+        )
 
         instruction = (
-            f"`/app/data/input.csv` is a {DELIMS[delim]}-delimited file of {domain} records with a header row; fields\n"
-            "that contain the delimiter are double-quoted.\n\n"
-            "Write `/app/report.json` summarizing it:\n\n"
-            f"* use only the rows whose `{value}` is not empty and where {ftext} (compare numbers as numbers);\n"
-            f"* group those rows by `{group}`; for each group give `count` (rows) and `{agg}` (the {agg} of `{value}`,\n"
-            "  rounded to 2 decimals);\n"
-            f'* the file is one JSON object: `{{"rows_used": N, "groups": [{{"{group}": ..., "count": ..., "{agg}": ...}}, ...]}}`\n'
-            f"  with the groups {order_text}.\n\n"
-            "Do not modify the input file.\n"
-        ) if split == "train" else (
-            f"The {domain} records in `/app/data/input.csv` are {DELIMS[delim]}-separated, with a header row; a field\n"
-            "that contains the separator is wrapped in double quotes.\n\n"
-            "Produce `/app/report.json`, a summary of some of the records:\n\n"
-            f"1. keep a record only if its `{value}` field is filled in and {ftext} (numbers compare as numbers);\n"
-            f"2. group the kept records by `{group}` and give each group its `count` of records and `{agg}`, the\n"
-            f"   {agg} of their `{value}` values rounded to 2 decimals;\n"
-            f'3. write one JSON object `{{"rows_used": N, "groups": [{{"{group}": ..., "count": ..., "{agg}": ...}}, ...]}}`,\n'
-            f"   N being the number of kept records, with the groups {order_text}.\n\n"
-            "Leave the input file unchanged.\n"
+            (
+                f"`/app/data/input.csv` is a {DELIMS[delim]}-delimited file of {domain} records with a header row; fields\n"
+                "that contain the delimiter are double-quoted.\n\n"
+                "Write `/app/report.json` summarizing it:\n\n"
+                f"* use only the rows whose `{value}` is not empty and where {ftext} (compare numbers as numbers);\n"
+                f"* group those rows by `{group}`; for each group give `count` (rows) and `{agg}` (the {agg} of `{value}`,\n"
+                "  rounded to 2 decimals);\n"
+                f'* the file is one JSON object: `{{"rows_used": N, "groups": [{{"{group}": ..., "count": ..., "{agg}": ...}}, ...]}}`\n'
+                f"  with the groups {order_text}.\n\n"
+                "Do not modify the input file.\n"
+            )
+            if split == "train"
+            else (
+                f"The {domain} records in `/app/data/input.csv` are {DELIMS[delim]}-separated, with a header row; a field\n"
+                "that contains the separator is wrapped in double quotes.\n\n"
+                "Produce `/app/report.json`, a summary of some of the records:\n\n"
+                f"1. keep a record only if its `{value}` field is filled in and {ftext} (numbers compare as numbers);\n"
+                f"2. group the kept records by `{group}` and give each group its `count` of records and `{agg}`, the\n"
+                f"   {agg} of their `{value}` values rounded to 2 decimals;\n"
+                f'3. write one JSON object `{{"rows_used": N, "groups": [{{"{group}": ..., "count": ..., "{agg}": ...}}, ...]}}`,\n'
+                f"   N being the number of kept records, with the groups {order_text}.\n\n"
+                "Leave the input file unchanged.\n"
+            )
         )
         delim_arg = "tab" if delim == "\t" else delim
-        solve = (f"cat > /tmp/report.py <<'PY'\n{ORACLE.strip().replace('KEEP', KEEP[fop])}\nPY\n"
-                 f"python3 /tmp/report.py '{delim_arg}' {group} {value} {fcol} {fval} {agg} {order}\n"
-                 "head -c 400 report.json\n")
-        tests = (f"INPUT_SHA256 = {hashlib.sha256(data.encode()).hexdigest()!r}\nGROUP = {group!r}\nAGG = {agg!r}\n"
-                 f"ROWS_USED = {len(used)}\nEXPECTED = {expected!r}\n" + TESTS)
+        solve = (
+            f"cat > /tmp/report.py <<'PY'\n{ORACLE.strip().replace('KEEP', KEEP[fop])}\nPY\n"
+            f"python3 /tmp/report.py '{delim_arg}' {group} {value} {fcol} {fval} {agg} {order}\n"
+            "head -c 400 report.json\n"
+        )
+        tests = (
+            f"INPUT_SHA256 = {hashlib.sha256(data.encode()).hexdigest()!r}\nGROUP = {group!r}\nAGG = {agg!r}\n"
+            f"ROWS_USED = {len(used)}\nEXPECTED = {expected!r}\n" + TESTS
+        )
         return Instance(
             title=f"Aggregate {domain} records by {group} into a JSON report",
             instruction=instruction,

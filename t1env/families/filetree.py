@@ -19,20 +19,62 @@ import re
 
 from t1env.families.base import Family, Instance, split_of_seed
 
-STEMS = ["Invoice", "report", "Scan", "holiday photo", "notes", "Budget", "contract", "receipt", "Slides", "draft",
-         "Meeting Minutes", "backup", "todo", "Letter", "summary", "plan", "export", "statement"]
+STEMS = [
+    "Invoice",
+    "report",
+    "Scan",
+    "holiday photo",
+    "notes",
+    "Budget",
+    "contract",
+    "receipt",
+    "Slides",
+    "draft",
+    "Meeting Minutes",
+    "backup",
+    "todo",
+    "Letter",
+    "summary",
+    "plan",
+    "export",
+    "statement",
+]
 EXTS = ["txt", "TXT", "pdf", "csv", "jpg", "JPG", "png", "md", "log", "json", ""]
 SUBDIRS = ["", "", "", "old", "Downloads", "misc stuff", "old/2020", "phone"]
 KINDS = {"images": ("jpg", "png", "gif"), "documents": ("pdf", "txt", "md"), "data": ("csv", "json", "log")}
 POOLS = {  # per split: rules, file stems, sub-folders, output folders, duplicate logs, copy-name pattern
-    "train": (("ext", "date"), STEMS, SUBDIRS, ["sorted", "organized", "archive", "filed"],
-              ["duplicates.txt", "removed.txt", "dupes.log", "deleted-copies.txt"], "{stem} (copy)"),
-    "test": (("month", "kind"), ["Agenda", "memo", "Photo", "ledger", "Quote", "timesheet", "Poster", "sketch",
-                                 "Payslip", "minutes", "Itinerary", "log book", "Recipe", "manual", "Ticket"],
-             ["", "", "", "inbox-old", "Desktop", "saved files", "2019/misc", "camera"],
-             ["tidy", "library", "shelved", "by-rule", "cabinet", "stowed"],
-             ["copies.txt", "dropped.log", "dup-list.txt", "same-content.txt", "doubles.log"],
-             "{stem} - Copy"),
+    "train": (
+        ("ext", "date"),
+        STEMS,
+        SUBDIRS,
+        ["sorted", "organized", "archive", "filed"],
+        ["duplicates.txt", "removed.txt", "dupes.log", "deleted-copies.txt"],
+        "{stem} (copy)",
+    ),
+    "test": (
+        ("month", "kind"),
+        [
+            "Agenda",
+            "memo",
+            "Photo",
+            "ledger",
+            "Quote",
+            "timesheet",
+            "Poster",
+            "sketch",
+            "Payslip",
+            "minutes",
+            "Itinerary",
+            "log book",
+            "Recipe",
+            "manual",
+            "Ticket",
+        ],
+        ["", "", "", "inbox-old", "Desktop", "saved files", "2019/misc", "camera"],
+        ["tidy", "library", "shelved", "by-rule", "cabinet", "stowed"],
+        ["copies.txt", "dropped.log", "dup-list.txt", "same-content.txt", "doubles.log"],
+        "{stem} - Copy",
+    ),
 }
 EXTS_TEST = ["txt", "pdf", "PDF", "csv", "jpg", "png", "PNG", "gif", "md", "log", "json", "xml", "zip", ""]
 # the oracle's code for a file's destination folder (under the output folder) by rule; _destination is the generator's
@@ -40,8 +82,10 @@ DEST = {
     "ext": 'dest = name.rsplit(".", 1)[1].lower() if "." in name else "noext"',
     "date": 'm = re.search(r"(\\d{4})[-_]?(\\d{2})[-_]?(\\d{2})", name)\n    dest = f"{m.group(1)}/{m.group(2)}"',
     "month": 'm = re.search(r"(\\d{4})[-_]?(\\d{2})[-_]?(\\d{2})", name)\n    dest = f"{m.group(1)}-{m.group(2)}"',
-    "kind": ('ext = name.rsplit(".", 1)[1].lower() if "." in name else ""\n'
-             '    dest = next((k for k, exts in KINDS.items() if ext in exts), "other")'),
+    "kind": (
+        'ext = name.rsplit(".", 1)[1].lower() if "." in name else ""\n'
+        '    dest = next((k for k, exts in KINDS.items() if ext in exts), "other")'
+    ),
 }
 NORMALIZE = {"train": 'name.lower().replace(" ", "_")', "test": 'name.lower().replace(" ", "-")'}
 
@@ -59,7 +103,8 @@ def _destination(rule: str, name: str) -> str:
 def _normalized(split: str, name: str) -> str:
     return name.lower().replace(" ", "_" if split == "train" else "-")
 
-ORACLE = r'''
+
+ORACLE = r"""
 import hashlib, os, re, shutil, sys
 KINDS = KINDS_LITERAL
 normalize, out, log = sys.argv[1] == "1", sys.argv[2], sys.argv[3]
@@ -83,9 +128,9 @@ for d, _, _ in sorted(os.walk(inbox), reverse=True):
     if d != inbox:
         os.rmdir(d)
 open(f"/app/{log}", "w").write("".join(r + "\n" for r in sorted(dups)))
-'''
+"""
 
-TESTS = r'''
+TESTS = r"""
 import hashlib
 from pathlib import Path
 
@@ -123,7 +168,7 @@ def test_no_duplicate_contents_kept():
 def test_duplicates_logged():
     lines = [line for line in (APP / LOG).read_text().splitlines() if line.strip()]
     assert lines == DUPLICATES
-'''
+"""
 
 
 class FileTree(Family):
@@ -149,8 +194,11 @@ class FileTree(Family):
             y, m, d = rng.randint(2015, 2024), rng.randint(1, 12), rng.randint(1, 28)
             date = rng.choice([f"{y}{m:02d}{d:02d}", f"{y}-{m:02d}-{d:02d}", f"{y}_{m:02d}_{d:02d}"])
             stem = rng.choice(stems)
-            base = rng.choice([f"{stem} {date}", f"{date} {stem}", f"{stem}_{date}", f"{stem}-{date}"]) if dated \
+            base = (
+                rng.choice([f"{stem} {date}", f"{date} {stem}", f"{stem}_{date}", f"{stem}-{date}"])
+                if dated
                 else rng.choice([stem, f"{stem} {rng.randint(1, 99)}", f"{stem}_{date}"])
+            )
             ext = rng.choice(exts if not dated else [e for e in exts if e])
             name = f"{base}.{ext}" if ext else base
             key = _normalized(split, name) if normalize else name
@@ -158,7 +206,9 @@ class FileTree(Family):
                 continue
             used_names.add(key)
             rel = f"{rng.choice(subdirs)}/{name}".lstrip("/")
-            body = "".join(f"{rng.choice(stems)} line {i} value {rng.randint(0, 10**6)}\n" for i in range(rng.randint(1, 12)))
+            body = "".join(
+                f"{rng.choice(stems)} line {i} value {rng.randint(0, 10**6)}\n" for i in range(rng.randint(1, 12))
+            )
             files[rel] = body.encode()
         # duplicates: copies of some files under other (unique) names
         originals = sorted(files)
@@ -189,22 +239,33 @@ class FileTree(Family):
         dups.sort()
 
         if rule == "ext":
-            rule_text = (f"into `/app/{out}/EXT/`, where EXT is the file's extension in lower case (the part after the\n"
-                         f"last `.` of the name); files without an extension go to `/app/{out}/noext/`")
+            rule_text = (
+                f"into `/app/{out}/EXT/`, where EXT is the file's extension in lower case (the part after the\n"
+                f"last `.` of the name); files without an extension go to `/app/{out}/noext/`"
+            )
         elif rule == "date":
-            rule_text = (f"into `/app/{out}/YYYY/MM/` by the date in the file name (written `YYYYMMDD`, `YYYY-MM-DD` or\n"
-                         "`YYYY_MM_DD`; each name holds exactly one date)")
+            rule_text = (
+                f"into `/app/{out}/YYYY/MM/` by the date in the file name (written `YYYYMMDD`, `YYYY-MM-DD` or\n"
+                "`YYYY_MM_DD`; each name holds exactly one date)"
+            )
         elif rule == "month":
-            rule_text = (f"into the folder `/app/{out}/YYYY-MM/` named after the year and month of the date that each\n"
-                         "  file name contains (the date is written `YYYYMMDD`, `YYYY-MM-DD` or `YYYY_MM_DD`; one per name)")
+            rule_text = (
+                f"into the folder `/app/{out}/YYYY-MM/` named after the year and month of the date that each\n"
+                "  file name contains (the date is written `YYYYMMDD`, `YYYY-MM-DD` or `YYYY_MM_DD`; one per name)"
+            )
         else:
-            rule_text = (f"into a folder under `/app/{out}/` named after its kind, decided by the extension (the part\n"
-                         "  after the last `.`, compared in lower case):\n  "
-                         + "; ".join(f"`{k}/` for {', '.join(f'`{e}`' for e in v)}" for k, v in KINDS.items())
-                         + ";\n  `other/` for every other extension and for names without one")
+            rule_text = (
+                f"into a folder under `/app/{out}/` named after its kind, decided by the extension (the part\n"
+                "  after the last `.`, compared in lower case):\n  "
+                + "; ".join(f"`{k}/` for {', '.join(f'`{e}`' for e in v)}" for k, v in KINDS.items())
+                + ";\n  `other/` for every other extension and for names without one"
+            )
         if split == "train":
-            norm_text = ("File names are normalised on the way: lower case, spaces replaced by `_`."
-                         if normalize else "File names stay exactly as they are.")
+            norm_text = (
+                "File names are normalised on the way: lower case, spaces replaced by `_`."
+                if normalize
+                else "File names stay exactly as they are."
+            )
             instruction = (
                 "`/app/inbox/` is a messy folder (with sub-folders) of files. Organise it:\n\n"
                 f"* move every file {rule_text}. {norm_text}\n"
@@ -215,8 +276,11 @@ class FileTree(Family):
                 "* afterwards `/app/inbox/` exists and is empty (remove its sub-folders).\n"
             )
         else:
-            norm_text = ("  While moving, rename each file to lower case with every space turned into `-`."
-                         if normalize else "  Keep every file name unchanged.")
+            norm_text = (
+                "  While moving, rename each file to lower case with every space turned into `-`."
+                if normalize
+                else "  Keep every file name unchanged."
+            )
             instruction = (
                 "Tidy up `/app/inbox/`, a folder tree of files that grew without any order:\n\n"
                 f"1. Put each file {rule_text}.\n{norm_text}\n"
@@ -227,12 +291,21 @@ class FileTree(Family):
                 "   sorted order (leave the file empty when nothing was deleted).\n"
                 "4. When you are done, `/app/inbox/` must still exist, with nothing left in it (no sub-folders either).\n"
             )
-        oracle = (ORACLE.strip().replace("DEST_CODE", DEST[rule]).replace("NORMALIZE_CODE", NORMALIZE[split])
-                  .replace("reverse=LAST", f"reverse={keep_last}"))
-        oracle = oracle.replace("KINDS = KINDS_LITERAL", f"KINDS = {KINDS!r}") if rule == "kind" \
+        oracle = (
+            ORACLE.strip()
+            .replace("DEST_CODE", DEST[rule])
+            .replace("NORMALIZE_CODE", NORMALIZE[split])
+            .replace("reverse=LAST", f"reverse={keep_last}")
+        )
+        oracle = (
+            oracle.replace("KINDS = KINDS_LITERAL", f"KINDS = {KINDS!r}")
+            if rule == "kind"
             else oracle.replace("KINDS = KINDS_LITERAL\n", "")
-        solve = (f"cat > /tmp/organise.py <<'PY'\n{oracle}\nPY\n"
-                 f"python3 /tmp/organise.py {int(normalize)} {out} {log}\nfind {out} -type f | head -n 20\n")
+        )
+        solve = (
+            f"cat > /tmp/organise.py <<'PY'\n{oracle}\nPY\n"
+            f"python3 /tmp/organise.py {int(normalize)} {out} {log}\nfind {out} -type f | head -n 20\n"
+        )
         tests = f"OUT = {out!r}\nLOG = {log!r}\nEXPECTED = {expected!r}\nDUPLICATES = {dups!r}\n" + TESTS
         by = {"ext": "extension", "date": "date", "month": "month", "kind": "kind of file"}[rule]
         return Instance(

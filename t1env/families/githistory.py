@@ -16,27 +16,86 @@ import random
 
 from t1env.families.base import Family, Instance, split_of_seed
 
-WORDS = ["alpha", "bravo", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper", "kestrel",
-         "lumen", "maple", "nova", "onyx", "pine", "quartz", "raven", "sierra", "tundra"]
+WORDS = [
+    "alpha",
+    "bravo",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "gale",
+    "harbor",
+    "iris",
+    "juniper",
+    "kestrel",
+    "lumen",
+    "maple",
+    "nova",
+    "onyx",
+    "pine",
+    "quartz",
+    "raven",
+    "sierra",
+    "tundra",
+]
 KEYS = ["timeout", "retries", "workers", "port", "max_conn", "buffer_kb", "cache_ttl", "batch_size", "log_level"]
-AUTHORS = [("Ada Lovelace", "ada@example.com"), ("Linus Dev", "linus@example.com"), ("Grace Hopper", "grace@example.com"),
-           ("Ken Thompson", "ken@example.com"), ("Barbara Liskov", "barbara@example.com")]
+AUTHORS = [
+    ("Ada Lovelace", "ada@example.com"),
+    ("Linus Dev", "linus@example.com"),
+    ("Grace Hopper", "grace@example.com"),
+    ("Ken Thompson", "ken@example.com"),
+    ("Barbara Liskov", "barbara@example.com"),
+]
 
 POOLS = {  # per split: folder, file extension, key/value separator, file names, setting names, bad values, authors,
     # verbs of ordinary commit subjects, the culprit's subject
-    "train": ("conf", "conf", " = ", WORDS, KEYS, ["0", "-1", "99999999"], AUTHORS,
-              ["Adjust", "Raise", "Lower", "Update", "Set"], "Tune {name} settings"),
-    "test": ("settings", "yaml", ": ", ["aspen", "birch", "canyon", "dune", "elm", "falcon", "glacier", "heron", "ivy",
-                                          "jasper", "kelp", "lagoon", "mesa", "nimbus", "orchid", "prairie"],
-             ["threads", "queue_len", "poll_ms", "heap_mb", "shards", "read_timeout", "max_body_kb", "idle_s",
-              "backlog"],
-             ["-5", "1000000", "65536000"],
-             [("Margaret Hamilton", "margaret@example.org"), ("Dennis Ritchie", "dennis@example.org"),
-              ("Frances Allen", "frances@example.org"), ("John Backus", "john@example.org")],
-             ["Bump", "Tweak", "Change", "Reduce", "Increase"], "Rework {name} defaults"),
+    "train": (
+        "conf",
+        "conf",
+        " = ",
+        WORDS,
+        KEYS,
+        ["0", "-1", "99999999"],
+        AUTHORS,
+        ["Adjust", "Raise", "Lower", "Update", "Set"],
+        "Tune {name} settings",
+    ),
+    "test": (
+        "settings",
+        "yaml",
+        ": ",
+        [
+            "aspen",
+            "birch",
+            "canyon",
+            "dune",
+            "elm",
+            "falcon",
+            "glacier",
+            "heron",
+            "ivy",
+            "jasper",
+            "kelp",
+            "lagoon",
+            "mesa",
+            "nimbus",
+            "orchid",
+            "prairie",
+        ],
+        ["threads", "queue_len", "poll_ms", "heap_mb", "shards", "read_timeout", "max_body_kb", "idle_s", "backlog"],
+        ["-5", "1000000", "65536000"],
+        [
+            ("Margaret Hamilton", "margaret@example.org"),
+            ("Dennis Ritchie", "dennis@example.org"),
+            ("Frances Allen", "frances@example.org"),
+            ("John Backus", "john@example.org"),
+        ],
+        ["Bump", "Tweak", "Change", "Reduce", "Increase"],
+        "Rework {name} defaults",
+    ),
 }
 
-SETUP_HEAD = r'''#!/bin/bash
+SETUP_HEAD = r"""#!/bin/bash
 set -euo pipefail
 cd /app
 git init -q -b main
@@ -48,9 +107,9 @@ commit() {  # commit N "AUTHOR" EMAIL MESSAGE
   git add -A
   git commit -q -m "$4"
 }
-'''
+"""
 
-TESTS = r'''
+TESTS = r"""
 import subprocess
 from pathlib import Path
 
@@ -96,7 +155,7 @@ def test_worktree_clean_and_on_main():
     assert git("rev-parse", "--abbrev-ref", "HEAD") == "main"
     dirty = [line for line in git("status", "--porcelain").splitlines() if not line.endswith("culprit.txt")]
     assert dirty == []
-'''
+"""
 
 
 class GitCulprit(Family):
@@ -156,30 +215,36 @@ class GitCulprit(Family):
 
         bad_value = bad_line.split(sep)[1]
         instruction = (
-            f"`/app` is a git repository of service configuration (branch `main`). Since one of its commits, `{bad_file}`\n"
-            f"sets `{bad_key}` to the bad value `{bad_value}`, which breaks the service.\n\n"
-            "1. Find the commit that introduced that value and write its full hash to `/app/culprit.txt`.\n"
-            "2. Undo that change with a **new commit** on `main` (keep the existing history: no reset or rebase), so\n"
-            f"   that `{bad_key}` is back to its previous value while every change made by later commits is kept.\n"
-            "3. Leave no uncommitted changes (`culprit.txt` itself may stay untracked).\n"
-        ) if split == "train" else (
-            f"The service configured by the git repository `/app` (branch `main`) stopped working: somewhere in the\n"
-            f"history, a commit changed `{bad_key}` in `{bad_file}` to `{bad_value}`, and that value is wrong.\n\n"
-            "* Identify that commit and put its full hash in `/app/culprit.txt`.\n"
-            f"* Restore the value `{bad_key}` had before it, as an **additional commit** on `main`; do not rewrite\n"
-            "  history (no reset, no rebase), and keep everything that commits after the culprit changed.\n"
-            "* Finish with a clean worktree (an untracked `culprit.txt` is fine).\n"
+            (
+                f"`/app` is a git repository of service configuration (branch `main`). Since one of its commits, `{bad_file}`\n"
+                f"sets `{bad_key}` to the bad value `{bad_value}`, which breaks the service.\n\n"
+                "1. Find the commit that introduced that value and write its full hash to `/app/culprit.txt`.\n"
+                "2. Undo that change with a **new commit** on `main` (keep the existing history: no reset or rebase), so\n"
+                f"   that `{bad_key}` is back to its previous value while every change made by later commits is kept.\n"
+                "3. Leave no uncommitted changes (`culprit.txt` itself may stay untracked).\n"
+            )
+            if split == "train"
+            else (
+                f"The service configured by the git repository `/app` (branch `main`) stopped working: somewhere in the\n"
+                f"history, a commit changed `{bad_key}` in `{bad_file}` to `{bad_value}`, and that value is wrong.\n\n"
+                "* Identify that commit and put its full hash in `/app/culprit.txt`.\n"
+                f"* Restore the value `{bad_key}` had before it, as an **additional commit** on `main`; do not rewrite\n"
+                "  history (no reset, no rebase), and keep everything that commits after the culprit changed.\n"
+                "* Finish with a clean worktree (an untracked `culprit.txt` is fine).\n"
+            )
         )
         solve = (
-            'git config user.name oracle; git config user.email oracle@example.com\n'
+            "git config user.name oracle; git config user.email oracle@example.com\n"
             f"c=$(git log --format=%H -S {bad_line!r} -- {bad_file} | tail -n 1)\n"
             'echo "$c" > culprit.txt\n'
             f"sed -i 's/^{bad_line}$/{good_line}/' {bad_file}\n"
             f'git commit -q -am "Revert \\"$(git log -1 --format=%s "$c")\\""\n'
             "git log --oneline | head -n 3\n"
         )
-        tests = (f"SUBJECTS = {subjects!r}\nCULPRIT_SUBJECT = {subjects[culprit_at - 1]!r}\nBAD_FILE = {bad_file!r}\n"
-                 f"BAD_LINE = {bad_line!r}\nGOOD_LINE = {good_line!r}\nLATER = {later!r}\n" + TESTS)
+        tests = (
+            f"SUBJECTS = {subjects!r}\nCULPRIT_SUBJECT = {subjects[culprit_at - 1]!r}\nBAD_FILE = {bad_file!r}\n"
+            f"BAD_LINE = {bad_line!r}\nGOOD_LINE = {good_line!r}\nLATER = {later!r}\n" + TESTS
+        )
         return Instance(
             title=f"Find and revert the commit that set {bad_key} to a bad value",
             instruction=instruction,

@@ -78,19 +78,27 @@ def split_overlap(family: str | Family, n_train: int = N_TRAIN, n_test: int = N_
     train_a, train_i = _texts(fam, "train", n_train)
     test_a, test_i = _texts(fam, "test", n_test)
     return SplitOverlap(
-        family=fam.name, n_train=n_train, n_test=n_test,
-        answers=_shared(test_a, train_a), instructions=_shared(test_i, train_i),
-        answers_near=_shared(test_a, train_a, _no_digits), instructions_near=_shared(test_i, train_i, _no_digits),
+        family=fam.name,
+        n_train=n_train,
+        n_test=n_test,
+        answers=_shared(test_a, train_a),
+        instructions=_shared(test_i, train_i),
+        answers_near=_shared(test_a, train_a, _no_digits),
+        instructions_near=_shared(test_i, train_i, _no_digits),
     )
 
 
 def table(rows: list[SplitOverlap]) -> str:
     """A markdown table of the overlaps, in percent."""
-    out = ["| family | answers | instructions | answers, digits ignored | instructions, digits ignored |",
-           "|---|---|---|---|---|"]
+    out = [
+        "| family | answers | instructions | answers, digits ignored | instructions, digits ignored |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| `{r.family}` | {r.answers:.0%} | {r.instructions:.0%} | {r.answers_near:.0%} "
-                   f"| {r.instructions_near:.0%} |")
+        out.append(
+            f"| `{r.family}` | {r.answers:.0%} | {r.instructions:.0%} | {r.answers_near:.0%} "
+            f"| {r.instructions_near:.0%} |"
+        )
     return "\n".join(out)
 
 

@@ -19,17 +19,27 @@ from t1env.families.base import Family, Instance, split_of_seed
 
 BUGS = ("spaces", "lastline", "sort", "subshell", "glob", "usage")
 # format: (as the instruction shows it, printf format, printf argument order, the tests' Python format)
-FORMATS = {"count-name": ("COUNT NAME", "%s %s", "n, name", "{n} {name}"),
-           "name-colon": ("NAME: COUNT", "%s: %s", "name, n", "{name}: {n}"),
-           "name-tab": ("NAME<TAB>COUNT", "%s\\t%s", "name, n", "{name}\t{n}"),
-           "name-equals": ("NAME=COUNT", "%s=%s", "name, n", "{name}={n}"),
-           "count-tab": ("COUNT<TAB>NAME", "%s\\t%s", "n, name", "{n}\t{name}"),
-           "name-paren": ("NAME (COUNT)", "%s (%s)", "name, n", "{name} ({n})")}
+FORMATS = {
+    "count-name": ("COUNT NAME", "%s %s", "n, name", "{n} {name}"),
+    "name-colon": ("NAME: COUNT", "%s: %s", "name, n", "{name}: {n}"),
+    "name-tab": ("NAME<TAB>COUNT", "%s\\t%s", "name, n", "{name}\t{n}"),
+    "name-equals": ("NAME=COUNT", "%s=%s", "name, n", "{name}={n}"),
+    "count-tab": ("COUNT<TAB>NAME", "%s\\t%s", "n, name", "{n}\t{name}"),
+    "name-paren": ("NAME (COUNT)", "%s (%s)", "name, n", "{name} ({n})"),
+}
 POOLS = {  # per split: script names, extensions, output formats, sample file stems
-    "train": (["linecount.sh", "count-lines.sh", "lines-report.sh", "tally.sh"], ["log", "txt", "md", "csv", "conf"],
-              ["count-name", "name-colon", "name-tab"], ("access", "notes")),
-    "test": (["wc-report.sh", "linestats.sh", "count-rows.sh", "sizes.sh"], ["dat", "ini", "yaml", "tsv", "out"],
-             ["name-equals", "count-tab", "name-paren"], ("chunk", "tail")),
+    "train": (
+        ["linecount.sh", "count-lines.sh", "lines-report.sh", "tally.sh"],
+        ["log", "txt", "md", "csv", "conf"],
+        ["count-name", "name-colon", "name-tab"],
+        ("access", "notes"),
+    ),
+    "test": (
+        ["wc-report.sh", "linestats.sh", "count-rows.sh", "sizes.sh"],
+        ["dat", "ini", "yaml", "tsv", "out"],
+        ["name-equals", "count-tab", "name-paren"],
+        ("chunk", "tail"),
+    ),
 }
 
 
@@ -40,8 +50,9 @@ def _script(name: str, ext: str, fmt: str, bugs: set[str]) -> str:
         usage = f'if [ $# -lt 1 ]; then\n    echo "usage: {name} DIR"\n    exit 1\nfi\n'
     else:
         usage = f'if [ $# -ne 1 ] || [ ! -d "$1" ]; then\n    echo "usage: {name} DIR" >&2\n    exit 2\nfi\n'
-    loop_head = (f'for f in $(ls "$dir"/*.{ext} 2>/dev/null); do\n' if "spaces" in bugs
-                 else f'for f in "$dir"/*.{ext}; do\n')
+    loop_head = (
+        f'for f in $(ls "$dir"/*.{ext} 2>/dev/null); do\n' if "spaces" in bugs else f'for f in "$dir"/*.{ext}; do\n'
+    )
     q = "$f" if "spaces" in bugs else '"$f"'
     body = "" if "glob" in bugs else f"    [ -f {q} ] || continue\n"
     body += f"    n=$(wc -l < {q})\n" if "lastline" in bugs else f"    n=$(awk 'END {{ print NR }}' {q})\n"
@@ -54,13 +65,16 @@ def _script(name: str, ext: str, fmt: str, bugs: set[str]) -> str:
         f"#!/bin/bash\n# {name} DIR: line counts of the *.{ext} files in DIR, biggest first, then a total.\n"
         f"set -u\n{usage}dir=$1\ntotal=0\ntmp=$(mktemp)\n"
         + ("" if "glob" in bugs else "shopt -s nullglob\n")
-        + loop_head + body + "done\n" + after
+        + loop_head
+        + body
+        + "done\n"
+        + after
         + f"{sort} | while read -r n name; do\n    printf '{pf}\\n' {args}\ndone\n"
         + 'rm -f "$tmp"\necho "TOTAL $total"\n'
     )
 
 
-TESTS = r'''
+TESTS = r"""
 import random
 import subprocess
 from pathlib import Path
@@ -134,7 +148,7 @@ def test_usage_errors(tmp_path):
     for args in ([], [tmp_path / "does-not-exist"]):
         res = run(*args)
         assert res.returncode == 2 and res.stdout == "" and res.stderr.strip(), args
-'''
+"""
 
 
 class ScriptFix(Family):
@@ -150,28 +164,34 @@ class ScriptFix(Family):
         bugs = set(rng.sample(BUGS, rng.randint(2, 3)))
         shown = FORMATS[fmt][0]
         instruction = (
-            f"`/app/bin/{name}` is supposed to report line counts, but it has bugs. Fix it (keep its path; it must stay\n"
-            "executable). Specification of `" + name + " DIR`:\n\n"
-            f"* for every regular file directly in DIR whose name ends in `.{ext}` (not in sub-folders), print one line\n"
-            f"  `{shown}`, where COUNT is the number of lines of the file (a last line without a trailing newline counts;\n"
-            "  an empty file has 0) and NAME the file name (names may contain spaces);\n"
-            "* lines sorted by COUNT descending, ties by NAME ascending in plain byte order;\n"
-            "* then a final line `TOTAL N`, the sum of the counts (just `TOTAL 0` when no file matches);\n"
-            "* exit status 0; when DIR is missing or not a folder, print a usage message to stderr, nothing to\n"
-            "  stdout, and exit with status 2.\n\n"
-            f"Example: `/app/bin/{name} /app/sample`.\n"
-        ) if split == "train" else (
-            f"Someone wrote `/app/bin/{name}` to summarise how long the `.{ext}` files of a folder are, and it does not\n"
-            "do what it should. Repair it in place (same path, still executable) so that `" + name + " DIR` behaves\n"
-            "like this:\n\n"
-            f"* it considers the regular files right inside DIR (sub-folders are ignored) whose names end in `.{ext}`;\n"
-            f"  names can contain spaces. For each it prints `{shown}`: NAME is the file name, COUNT its number of\n"
-            "  lines, where an unterminated last line is still a line and an empty file has none;\n"
-            "* the biggest COUNT comes first; equal counts are ordered by NAME, ascending, comparing bytes;\n"
-            "* the last line is `TOTAL N` with N the sum of all counts (`TOTAL 0` when there is no such file);\n"
-            "* it exits with 0. If DIR is not given or is not a folder, it writes a usage message to stderr, prints\n"
-            "  nothing on stdout and exits with 2.\n\n"
-            f"Try it with `/app/bin/{name} /app/sample`.\n"
+            (
+                f"`/app/bin/{name}` is supposed to report line counts, but it has bugs. Fix it (keep its path; it must stay\n"
+                "executable). Specification of `" + name + " DIR`:\n\n"
+                f"* for every regular file directly in DIR whose name ends in `.{ext}` (not in sub-folders), print one line\n"
+                f"  `{shown}`, where COUNT is the number of lines of the file (a last line without a trailing newline counts;\n"
+                "  an empty file has 0) and NAME the file name (names may contain spaces);\n"
+                "* lines sorted by COUNT descending, ties by NAME ascending in plain byte order;\n"
+                "* then a final line `TOTAL N`, the sum of the counts (just `TOTAL 0` when no file matches);\n"
+                "* exit status 0; when DIR is missing or not a folder, print a usage message to stderr, nothing to\n"
+                "  stdout, and exit with status 2.\n\n"
+                f"Example: `/app/bin/{name} /app/sample`.\n"
+            )
+            if split == "train"
+            else (
+                f"Someone wrote `/app/bin/{name}` to summarise how long the `.{ext}` files of a folder are, and it does not\n"
+                "do what it should. Repair it in place (same path, still executable) so that `"
+                + name
+                + " DIR` behaves\n"
+                "like this:\n\n"
+                f"* it considers the regular files right inside DIR (sub-folders are ignored) whose names end in `.{ext}`;\n"
+                f"  names can contain spaces. For each it prints `{shown}`: NAME is the file name, COUNT its number of\n"
+                "  lines, where an unterminated last line is still a line and an empty file has none;\n"
+                "* the biggest COUNT comes first; equal counts are ordered by NAME, ascending, comparing bytes;\n"
+                "* the last line is `TOTAL N` with N the sum of all counts (`TOTAL 0` when there is no such file);\n"
+                "* it exits with 0. If DIR is not given or is not a folder, it writes a usage message to stderr, prints\n"
+                "  nothing on stdout and exits with 2.\n\n"
+                f"Try it with `/app/bin/{name} /app/sample`.\n"
+            )
         )
         fixed = _script(name, ext, fmt, set())
         pyfmt = FORMATS[fmt][3]

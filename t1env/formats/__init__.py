@@ -100,17 +100,56 @@ def pytest_checks(tests: Path) -> list[str]:
 
 # Requirements t1 never installs: its runtime brings pytest (plugins are not loaded: autoload is off),
 # and the packaging tools are the image's own.
-PROVIDED = frozenset({"pytest", "pytest-json-ctrf", "pytest-json-report", "pytest-ctrf",
-                      "pip", "setuptools", "wheel", "uv"})
+PROVIDED = frozenset(
+    {"pytest", "pytest-json-ctrf", "pytest-json-report", "pytest-ctrf", "pip", "setuptools", "wheel", "uv"}
+)
 # name, optional [extras], optional version clauses (no markers, URLs or paths)
-_REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
-                  r"\s*((===?|~=|!=|<=?|>=?)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$")
+_REQ = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
+    r"\s*((===?|~=|!=|<=?|>=?)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$"
+)
 # options of `pip install` / `uv pip install` / `uv add` that take a value (the value is not a requirement)
-_VALUED = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url",
-           "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-p", "--python", "--trusted-host",
-           "--index", "--default-index", "--group", "--optional", "--extra", "--upgrade-package", "-P",
-           "--platform", "--python-version", "--implementation", "--abi", "--src", "--cache-dir", "--timeout",
-           "--retries", "--proxy", "--cert", "--client-cert", "--log", "--progress-bar", "--python-platform"}
+_VALUED = {
+    "-r",
+    "--requirement",
+    "-c",
+    "--constraint",
+    "-e",
+    "--editable",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "-p",
+    "--python",
+    "--trusted-host",
+    "--index",
+    "--default-index",
+    "--group",
+    "--optional",
+    "--extra",
+    "--upgrade-package",
+    "-P",
+    "--platform",
+    "--python-version",
+    "--implementation",
+    "--abi",
+    "--src",
+    "--cache-dir",
+    "--timeout",
+    "--retries",
+    "--proxy",
+    "--cert",
+    "--client-cert",
+    "--log",
+    "--progress-bar",
+    "--python-platform",
+}
 _SPLIT = re.compile(r"&&|\|\||[;|\n]")
 
 
@@ -192,17 +231,19 @@ def test_requirements(script: str) -> tuple[str, ...]:
 def declared_test_deps(value, where: str) -> tuple[str, ...]:
     """``[metadata.t1] test_deps`` (a list of requirement strings), checked."""
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise TaskError(f"{where}: metadata.t1.test_deps: must be a list of requirement strings, "
-                        'e.g. ["numpy==2.3.3"]')
+        raise TaskError(f'{where}: metadata.t1.test_deps: must be a list of requirement strings, e.g. ["numpy==2.3.3"]')
     bad = [v for v in value if not _REQ.match(v.strip())]
     if bad:
-        raise TaskError(f"{where}: metadata.t1.test_deps: {bad[0]!r} is not a requirement "
-                        "(name, optional [extras] and versions)")
+        raise TaskError(
+            f"{where}: metadata.t1.test_deps: {bad[0]!r} is not a requirement (name, optional [extras] and versions)"
+        )
     return tuple(v.strip() for v in value if requirement_name(v) not in PROVIDED)
 
 
 def local_deps_problem(task_dir: Path, deps: tuple[str, ...], source: Path | None) -> str:
     """The local backend's one-line refusal for a task whose tests need packages installed."""
     src = f" (from {source.name})" if source is not None else ""
-    return (f"{task_dir}: its tests need {', '.join(deps)}{src}, which t1 installs into the verifier's image at build "
-            "time on the docker backend only: use backend='docker'")
+    return (
+        f"{task_dir}: its tests need {', '.join(deps)}{src}, which t1 installs into the verifier's image at build "
+        "time on the docker backend only: use backend='docker'"
+    )

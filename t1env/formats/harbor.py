@@ -148,9 +148,13 @@ def _memory_mb(e: _HEnvironment) -> int | None:
 
 
 def _network(e: _HEnvironment) -> tuple[bool, list[str]]:
-    mode = e.network_mode or ({True: "public", False: "no-network"}[e.allow_internet] if e.allow_internet is not None else "public")
+    mode = e.network_mode or (
+        {True: "public", False: "no-network"}[e.allow_internet] if e.allow_internet is not None else "public"
+    )
     if mode == "allowlist":
-        return False, [f"network_mode 'allowlist' ({', '.join(e.allowed_hosts or [])}): t1 cannot allow single hosts, the agent gets no network"]
+        return False, [
+            f"network_mode 'allowlist' ({', '.join(e.allowed_hosts or [])}): t1 cannot allow single hosts, the agent gets no network"
+        ]
     return mode == "public", []
 
 
@@ -187,34 +191,58 @@ def load_harbor(root: Path, raw: dict) -> Task:
     env_dir = root / "environment"
     dockerfile = env_dir / "Dockerfile" if (env_dir / "Dockerfile").is_file() else None
     if dockerfile is None and (env_dir / "docker-compose.yaml").is_file():
-        raise TaskError(f"{env_dir / 'docker-compose.yaml'}: multi-container environments are not supported (t1 runs one container per episode)")
+        raise TaskError(
+            f"{env_dir / 'docker-compose.yaml'}: multi-container environments are not supported (t1 runs one container per episode)"
+        )
     e = cfg.environment
     if dockerfile is None and not e.docker_image:
         raise TaskError(f"{toml_path}: environment.docker_image: missing, and no environment/Dockerfile to build")
-    workdir = e.workdir or (dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace")) if dockerfile else "/app")
+    workdir = e.workdir or (
+        dockerfile_workdir(dockerfile.read_text(encoding="utf-8", errors="replace")) if dockerfile else "/app"
+    )
     network, notes = _network(e)
     if e.gpus:
         notes.append(f"environment.gpus = {e.gpus}: t1 sandboxes have no GPUs")
     mode = cfg.verifier.environment_mode or ("separate" if cfg.verifier.environment is not None else "shared")
-    tags = tuple(str(t) for t in (cfg.task.keywords if cfg.task else [])) + tuple(str(t) for t in meta.get("tags", []) if isinstance(meta.get("tags"), list))
+    tags = tuple(str(t) for t in (cfg.task.keywords if cfg.task else [])) + tuple(
+        str(t) for t in meta.get("tags", []) if isinstance(meta.get("tags"), list)
+    )
     name = cfg.task.name if cfg.task else None
     agent_timeout = cfg.agent.timeout_sec or 1800.0
 
     def spec_for(instruction: str, verifier_timeout: float, verifier_mode: str, sub: str = "") -> TaskSpec:
-        return validate_model(TaskSpec, dict(
-            id=task_id(root),
-            title=(cfg.task.description.strip().splitlines()[0][:100] if cfg.task and cfg.task.description.strip() else title_of(instruction)) + sub,
-            category=str(meta.get("category") or "harbor"),
-            difficulty=diff,
-            tags=tags + extra_tags + ("harbor",),
-            author=(cfg.task.authors[0].name if cfg.task and cfg.task.authors else meta.get("author_name")),
-            # plain dicts, validated with the rest: a bad value (a relative workdir) is a TaskError naming the field
-            limits=dict(agent_timeout=agent_timeout, verifier_timeout=verifier_timeout, max_turns=200,
-                        command_timeout=min(180.0, agent_timeout)),
-            environment=dict(workdir=workdir, network=network, docker_image=e.docker_image,
-                             memory_mb=_memory_mb(e) or 2048, cpus=e.cpus or 1.0),
-            verifier=dict(mode=verifier_mode),
-        ), toml_path)
+        return validate_model(
+            TaskSpec,
+            dict(
+                id=task_id(root),
+                title=(
+                    cfg.task.description.strip().splitlines()[0][:100]
+                    if cfg.task and cfg.task.description.strip()
+                    else title_of(instruction)
+                )
+                + sub,
+                category=str(meta.get("category") or "harbor"),
+                difficulty=diff,
+                tags=tags + extra_tags + ("harbor",),
+                author=(cfg.task.authors[0].name if cfg.task and cfg.task.authors else meta.get("author_name")),
+                # plain dicts, validated with the rest: a bad value (a relative workdir) is a TaskError naming the field
+                limits=dict(
+                    agent_timeout=agent_timeout,
+                    verifier_timeout=verifier_timeout,
+                    max_turns=200,
+                    command_timeout=min(180.0, agent_timeout),
+                ),
+                environment=dict(
+                    workdir=workdir,
+                    network=network,
+                    docker_image=e.docker_image,
+                    memory_mb=_memory_mb(e) or 2048,
+                    cpus=e.cpus or 1.0,
+                ),
+                verifier=dict(mode=verifier_mode),
+            ),
+            toml_path,
+        )
 
     base = dict(
         format="harbor",
@@ -240,18 +268,33 @@ def load_harbor(root: Path, raw: dict) -> Task:
         if local is None and deps:
             local = local_deps_problem(root, deps, source)
         if local is None and mode_ == "shared":
-            local = (f"{root}: its verifier shares the agent's environment ([verifier] environment_mode 'shared'), which an "
-                     "imported task gets on the docker backend only (/tests and /logs/verifier): use backend='docker'")
+            local = (
+                f"{root}: its verifier shares the agent's environment ([verifier] environment_mode 'shared'), which an "
+                "imported task gets on the docker backend only (/tests and /logs/verifier): use backend='docker'"
+            )
         n = list(notes)
-        n.append("tests/test.sh is not run: t1's runtime runs tests/test_*.py with its own pytest, offline" if kind == "pytest"
-                 else "tests/test.sh runs as written in t1's isolated verifier; each reward.json key is one check")
+        n.append(
+            "tests/test.sh is not run: t1's runtime runs tests/test_*.py with its own pytest, offline"
+            if kind == "pytest"
+            else "tests/test.sh runs as written in t1's isolated verifier; each reward.json key is one check"
+        )
         if deps:
             n.append(f"{source.name} installs {', '.join(deps)}: installed into the verifier's image at build time")
-        return Origin(**{**base, "local_problem": local}, solution=solve, solution_dir=solution_dir, tests=tests,
-                      verifier=kind, script=script, reward_keys=_reward_keys(meta_t1, toml_path) if kind == "script" else None,
-                      solution_env=_resolve(cfg.solution.env), notes=tuple(n), test_deps=deps,
-                      test_deps_source=source if deps else None,
-                      verifier_env={"TEST_DIR": TESTS_ALIAS, **_resolve({**e.env, **verifier_env})}, **kw)
+        return Origin(
+            **{**base, "local_problem": local},
+            solution=solve,
+            solution_dir=solution_dir,
+            tests=tests,
+            verifier=kind,
+            script=script,
+            reward_keys=_reward_keys(meta_t1, toml_path) if kind == "script" else None,
+            solution_env=_resolve(cfg.solution.env),
+            notes=tuple(n),
+            test_deps=deps,
+            test_deps_source=source if deps else None,
+            verifier_env={"TEST_DIR": TESTS_ALIAS, **_resolve({**e.env, **verifier_env})},
+            **kw,
+        )
 
     if not cfg.steps:
         instr_path = root / INSTRUCTION_FILE
@@ -271,11 +314,20 @@ def load_harbor(root: Path, raw: dict) -> Task:
         step_mode = (st.verifier.environment_mode or mode) if last else "shared"
         timeout = st.verifier.timeout_sec if "timeout_sec" in st.verifier.model_fields_set else cfg.verifier.timeout_sec
         spec = spec_for(instruction, timeout, step_mode, sub=f" (step {st.name})")
-        origin = origin_for(tests, d / "solution", {**cfg.verifier.env, **st.verifier.env}, step_mode, step_name=st.name,
-                            min_reward=st.min_reward, workdir_dir=d / "workdir")
+        origin = origin_for(
+            tests,
+            d / "solution",
+            {**cfg.verifier.env, **st.verifier.env},
+            step_mode,
+            step_name=st.name,
+            min_reward=st.min_reward,
+            workdir_dir=d / "workdir",
+        )
         steps.append(Task(root, spec, instruction, origin))
     first = steps[0]
-    parent = Origin(**{**first.origin.__dict__, "steps": tuple(steps), "reward_strategy": cfg.multi_step_reward_strategy or "mean"})
+    parent = Origin(
+        **{**first.origin.__dict__, "steps": tuple(steps), "reward_strategy": cfg.multi_step_reward_strategy or "mean"}
+    )
     return Task(root, first.spec, first.instruction, parent)
 
 

@@ -31,7 +31,12 @@ def keystroke_actions(keys, timeout: float) -> list[dict]:
         if k.block and k.append_enter:
             out.append({"command": k.command, "timeout": timeout})
         else:
-            out.append({"keys": [k.command] + (["Enter"] if k.append_enter else []), "wait": max(0.1, min(k.min_timeout_sec, timeout))})
+            out.append(
+                {
+                    "keys": [k.command] + (["Enter"] if k.append_enter else []),
+                    "wait": max(0.1, min(k.min_timeout_sec, timeout)),
+                }
+            )
     return out
 
 
@@ -45,9 +50,11 @@ def solution_command(task: Task) -> str:
                 tar.add(p, arcname=p.relative_to(o.solution_dir).as_posix(), recursive=False)
     blob = base64.b64encode(buf.getvalue()).decode()
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in o.solution_env.items())
-    return (f"(d=/solution; rm -rf $d; mkdir -p $d 2>/dev/null || {{ d=/tmp/.t1-solution; rm -rf $d; mkdir -p $d; }}; "
-            f"echo {blob} | base64 -d | tar -xzf - -C $d "
-            f"&& cd {shlex.quote(task.spec.environment.workdir)} && {('env ' + env + ' ') if env else ''}bash $d/solve.sh)")
+    return (
+        f"(d=/solution; rm -rf $d; mkdir -p $d 2>/dev/null || {{ d=/tmp/.t1-solution; rm -rf $d; mkdir -p $d; }}; "
+        f"echo {blob} | base64 -d | tar -xzf - -C $d "
+        f"&& cd {shlex.quote(task.spec.environment.workdir)} && {('env ' + env + ' ') if env else ''}bash $d/solve.sh)"
+    )
 
 
 def oracle_actions(task: Task, timeout: float) -> list[dict] | None:

@@ -61,6 +61,8 @@ def combine(task: Task, results: list[VerifyResult]) -> VerifyResult:
         if res.error:
             errors.append(f"{name}: {res.error}")
         duration += res.duration
-    out = VerifyResult(checks, duration, "; ".join(errors) or None, results[-1].log if results else "", tamper=tamper, notes=notes)
+    out = VerifyResult(
+        checks, duration, "; ".join(errors) or None, results[-1].log if results else "", tamper=tamper, notes=notes
+    )
     out.isolation = results[-1].isolation if results else "none"
     return out

@@ -110,7 +110,9 @@ def _yaml(path: Path):
 def read_keystrokes(path: Path) -> tuple[Keystroke, ...]:
     raw = _yaml(path)
     if not isinstance(raw, list) or not raw:
-        raise TaskError(f"{path}: must be a non-empty list of keystroke entries (command, min_timeout_sec, block, append_enter)")
+        raise TaskError(
+            f"{path}: must be a non-empty list of keystroke entries (command, min_timeout_sec, block, append_enter)"
+        )
     out = []
     for i, entry in enumerate(raw):
         k = validate_model(_KeystrokeYaml, entry, path, prefix=f"[{i}].")
@@ -131,7 +133,9 @@ def load_terminal_bench(root: Path) -> Task:
         base = next((d for d in cfg.descriptions if d.key == "base"), cfg.descriptions[0])
         instruction = base.description
     if not instruction or not instruction.strip():
-        raise TaskError(f"{yml}: instruction: missing or empty (or give descriptions: [{{key: base, description: ...}}])")
+        raise TaskError(
+            f"{yml}: instruction: missing or empty (or give descriptions: [{{key: base, description: ...}}])"
+        )
     if cfg.parser_name != "pytest":
         raise TaskError(f"{yml}: parser_name: {cfg.parser_name!r} is not supported (t1 reads pytest results only)")
     diff, extra_tags = difficulty(cfg.difficulty, str(yml))
@@ -163,19 +167,27 @@ def load_terminal_bench(root: Path) -> Task:
         notes.append(f"run-tests.sh installs {', '.join(deps)}: installed into the verifier's image at build time")
 
     tid = task_id(root)
-    spec = validate_model(TaskSpec, dict(
-        id=tid,
-        title=title_of(instruction),
-        category=cfg.category or "terminal-bench",
-        difficulty=diff,
-        tags=tuple(cfg.tags) + extra_tags + ("terminal-bench",),
-        author=cfg.author_name,
-        # plain dicts, validated with the rest: a bad value is a TaskError naming the field, not a ValidationError
-        limits=dict(agent_timeout=cfg.max_agent_timeout_sec, verifier_timeout=cfg.max_test_timeout_sec,
-                    max_turns=200, command_timeout=min(180.0, cfg.max_agent_timeout_sec)),
-        environment=dict(workdir=workdir, network=True),
-        verifier=dict(mode="shared"),
-    ), yml)
+    spec = validate_model(
+        TaskSpec,
+        dict(
+            id=tid,
+            title=title_of(instruction),
+            category=cfg.category or "terminal-bench",
+            difficulty=diff,
+            tags=tuple(cfg.tags) + extra_tags + ("terminal-bench",),
+            author=cfg.author_name,
+            # plain dicts, validated with the rest: a bad value is a TaskError naming the field, not a ValidationError
+            limits=dict(
+                agent_timeout=cfg.max_agent_timeout_sec,
+                verifier_timeout=cfg.max_test_timeout_sec,
+                max_turns=200,
+                command_timeout=min(180.0, cfg.max_agent_timeout_sec),
+            ),
+            environment=dict(workdir=workdir, network=True),
+            verifier=dict(mode="shared"),
+        ),
+        yml,
+    )
     origin = Origin(
         format="terminal-bench",
         context=root,

@@ -117,7 +117,16 @@ PRIVATE_STATE_CAP = 4 * 1024 * 1024
 
 def verifier_argv(root: str = VERIFIER_DIR, extra: tuple[str, ...] = ()) -> list[str]:
     """The verifier's command line: an isolated (``-I``) Python running t1's runtime from ``root``."""
-    return ["python3", "-I", "-B", f"{root}/run_checks.py", "--pytest-zip", f"{root}/pytest.zip", *extra, f"{root}/tests"]
+    return [
+        "python3",
+        "-I",
+        "-B",
+        f"{root}/run_checks.py",
+        "--pytest-zip",
+        f"{root}/pytest.zip",
+        *extra,
+        f"{root}/tests",
+    ]
 
 
 @dataclass(frozen=True)
@@ -261,8 +270,14 @@ class Sandbox(ABC):
         return None
 
     # -- verification ------------------------------------------------------------------------
-    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate",
-                     options: "VerifierOptions | None" = None) -> VerifierRun:
+    def run_verifier(
+        self,
+        runtime: Path,
+        tests: Path,
+        timeout: float,
+        mode: str = "separate",
+        options: "VerifierOptions | None" = None,
+    ) -> VerifierRun:
         """Run t1's verifier (``runtime``: run_checks.py, pytest.zip, pytest.ini; ``tests``: the task's
         tests) against what the agent left, out of the agent's reach, and return its report.
 
@@ -292,8 +307,10 @@ class Sandbox(ABC):
             self.put_tree(tests, opts.tests_alias)
         if self.private_state is not None:
             self.put_tree(self.private_state, f"{base}/private")
-        self.exec(["mkdir", "-p", f"{base}/home", f"{base}/private", *([opts.private_dir] if opts.private_dir else [])],
-                  timeout=10)
+        self.exec(
+            ["mkdir", "-p", f"{base}/home", f"{base}/private", *([opts.private_dir] if opts.private_dir else [])],
+            timeout=10,
+        )
         env = {**verifier_env(f"{base}/home", f"{base}/private"), **opts.env}
         r = self.exec(verifier_argv(base, opts.args), timeout=timeout, env=env)
         try:
@@ -329,16 +346,20 @@ class Sandbox(ABC):
         r = self.exec(["sh", "-c", script, "sh", inside], timeout=timeout)
         if r.exit_code == 3:
             held = r.stderr.decode(errors="replace").strip()
-            raise SandboxError(f"a process that setup.sh started keeps {held} open, which the agent could read "
-                               "through /proc/<pid>/fd: close it (or write the file before starting that process) "
-                               "before setup exits")
+            raise SandboxError(
+                f"a process that setup.sh started keeps {held} open, which the agent could read "
+                "through /proc/<pid>/fd: close it (or write the file before starting that process) "
+                "before setup exits"
+            )
         if r.exit_code != 0 or r.timed_out:
             err = r.stderr.decode(errors="replace").strip()[-300:]
             why = "timed out" if r.timed_out else err or f"exit {r.exit_code}"
             raise SandboxError(f"could not take $T1_PRIVATE ({inside}) out of the sandbox: {why}")
         if len(r.stdout) > PRIVATE_STATE_CAP:
-            raise SandboxError(f"setup.sh left more than {PRIVATE_STATE_CAP // 2**20} MiB in $T1_PRIVATE: keep only "
-                               "what the checks need to know there (ids, names), and the task's data in the workdir")
+            raise SandboxError(
+                f"setup.sh left more than {PRIVATE_STATE_CAP // 2**20} MiB in $T1_PRIVATE: keep only "
+                "what the checks need to know there (ids, names), and the task's data in the workdir"
+            )
         if self._private_state is None:
             self._private_state = Path(tempfile.mkdtemp(prefix="t1-private-", dir=self._private_state_parent()))
         dest = self._private_state
@@ -393,7 +414,6 @@ class Sandbox(ABC):
             self.stop()
         except Exception:  # noqa: S110 - at interpreter exit the modules stop() needs may be gone already
             pass
-
 
 
 def _extract_plain(tar: tarfile.TarFile, dest: Path) -> None:

@@ -111,9 +111,13 @@ class SandboxCgroups:
                     if moved:  # undo: other processes live in the parent, so the leaf does not help
                         self._write(parent / "cgroup.procs", str(os.getpid()))
                     self._remove_cgroup(leaf)
-                    return None, set(), (
-                        f"cannot enable {line} in {parent}/cgroup.subtree_control (other processes share "
-                        f"{parent}); run t1 in a cgroup of its own, e.g. `systemd-run --scope -p Delegate=yes ...`"
+                    return (
+                        None,
+                        set(),
+                        (
+                            f"cannot enable {line} in {parent}/cgroup.subtree_control (other processes share "
+                            f"{parent}); run t1 in a cgroup of its own, e.g. `systemd-run --scope -p Delegate=yes ...`"
+                        ),
                     )
             handed_out = set(self._read(parent / "cgroup.subtree_control").split())
         return parent, {c for c in wanted if c in handed_out}, ""

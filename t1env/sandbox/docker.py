@@ -127,10 +127,33 @@ from t1env.task import Task
 # The backend's face: the sandbox, and the public names of the modules it is made of (engine, images, pool).
 # Private names stay in the module that defines them (tests import them from there).
 __all__ = [
-    "CAP_DROP", "DEFAULT_BASE", "DEFAULT_PACKAGES", "HELPER", "IMAGE_REPO", "LABEL", "LABEL_HASH", "LABEL_IMAGE",
-    "LABEL_OWNER", "LABEL_TASK", "DockerBuildError", "DockerSandbox", "build_bases", "build_image", "check_image",
-    "client", "close_pools", "configure_pool", "default_dockerfile", "default_image", "engine_available",
-    "engine_is_remote", "engine_ready", "engine_url", "gc", "image_for", "prewarm",
+    "CAP_DROP",
+    "DEFAULT_BASE",
+    "DEFAULT_PACKAGES",
+    "HELPER",
+    "IMAGE_REPO",
+    "LABEL",
+    "LABEL_HASH",
+    "LABEL_IMAGE",
+    "LABEL_OWNER",
+    "LABEL_TASK",
+    "DockerBuildError",
+    "DockerSandbox",
+    "build_bases",
+    "build_image",
+    "check_image",
+    "client",
+    "close_pools",
+    "configure_pool",
+    "default_dockerfile",
+    "default_image",
+    "engine_available",
+    "engine_is_remote",
+    "engine_ready",
+    "engine_url",
+    "gc",
+    "image_for",
+    "prewarm",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -154,8 +177,14 @@ class DockerSandbox(Sandbox):
 
     name = "docker"
 
-    def __init__(self, config: SandboxConfig | None = None, task: Task | None = None, image: str | None = None, pool: bool = True,
-                 docker_host: str | None = None):
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        task: Task | None = None,
+        image: str | None = None,
+        pool: bool = True,
+        docker_host: str | None = None,
+    ):
         super().__init__(config or SandboxConfig())
         self.task = task
         self.image = image
@@ -222,8 +251,16 @@ class DockerSandbox(Sandbox):
     @property
     def limits(self) -> dict[str, bool]:
         """What the engine enforces for every container t1 starts (see :func:`_create_kwargs`)."""
-        return {"pids": True, "memory": True, "file_size": True, "cpu_time": True, "seccomp": True,
-                "no_new_privileges": True, "user_namespace": False, "network_isolated": not self.config.network}
+        return {
+            "pids": True,
+            "memory": True,
+            "file_size": True,
+            "cpu_time": True,
+            "seccomp": True,
+            "no_new_privileges": True,
+            "user_namespace": False,
+            "network_isolated": not self.config.network,
+        }
 
     @property
     def container_id(self) -> str:
@@ -287,12 +324,34 @@ class DockerSandbox(Sandbox):
         if problem:
             raise SandboxError(f"the sandbox is gone: {problem}")
         # -H: the CLI talks to this sandbox's engine whatever DOCKER_HOST / DOCKER_CONTEXT say
-        return [self._cli or _docker_cli(), "-H", self.host, "exec", "-it", "-w", self.config.workdir, box.id, "bash", "--noprofile", "--norc", "-i"]
+        return [
+            self._cli or _docker_cli(),
+            "-H",
+            self.host,
+            "exec",
+            "-it",
+            "-w",
+            self.config.workdir,
+            box.id,
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-i",
+        ]
 
     def spawn_env(self) -> dict[str, str]:
         """The docker CLI runs on the host: it needs the host's engine settings, not the sandbox's env
         (that was set on the container)."""
-        keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_API_VERSION")
+        keep = (
+            "PATH",
+            "HOME",
+            "DOCKER_HOST",
+            "DOCKER_CONTEXT",
+            "DOCKER_CONFIG",
+            "DOCKER_TLS_VERIFY",
+            "DOCKER_CERT_PATH",
+            "DOCKER_API_VERSION",
+        )
         env = {k: os.environ[k] for k in keep if k in os.environ}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         env["TERM"] = self.config.environ().get("TERM", "xterm-256color")
@@ -301,11 +360,16 @@ class DockerSandbox(Sandbox):
     def exec(self, argv, timeout, env=None, cwd=None) -> ExecResult:
         t0 = time.monotonic()
         full_env = {**self.config.environ(), **(env or {})}
-        rep = self._helper_call({"op": "exec", "argv": list(argv), "env": full_env, "cwd": cwd or self.config.workdir, "timeout": timeout}, timeout + 30)
+        rep = self._helper_call(
+            {"op": "exec", "argv": list(argv), "env": full_env, "cwd": cwd or self.config.workdir, "timeout": timeout},
+            timeout + 30,
+        )
         if rep is not None:
             if "error" in rep:
                 raise SandboxError(f"exec failed: {rep['msg']}")
-            return ExecResult(rep["rc"], base64.b64decode(rep["out"]), base64.b64decode(rep["err"]), rep["to"], time.monotonic() - t0)
+            return ExecResult(
+                rep["rc"], base64.b64decode(rep["out"]), base64.b64decode(rep["err"]), rep["to"], time.monotonic() - t0
+            )
         return self._api_exec(list(argv), timeout, full_env, cwd, t0)
 
     def _api_exec(self, argv, timeout, env, cwd, t0) -> ExecResult:
@@ -325,7 +389,9 @@ class DockerSandbox(Sandbox):
         timed_out = attempt is wrapped and code == 137 and time.monotonic() - t0 >= timeout * 0.95
         return ExecResult(-9 if timed_out else code, out, err, timed_out, time.monotonic() - t0)
 
-    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None) -> VerifierRun:
+    def run_verifier(
+        self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None
+    ) -> VerifierRun:
         """In a verifier container of its own on the pristine image: see :mod:`t1env.sandbox.docker_verifier`."""
         return docker_verifier.run_verifier(self, runtime, tests, timeout, mode, options)
 
@@ -355,7 +421,9 @@ class DockerSandbox(Sandbox):
 
     def put_tree(self, src: Path, dest: str) -> None:
         dest = _abs(dest)
-        rep = self._helper_call({"op": "untar", "dest": dest, "data": base64.b64encode(_tree_tar(Path(src))).decode()}, 120)
+        rep = self._helper_call(
+            {"op": "untar", "dest": dest, "data": base64.b64encode(_tree_tar(Path(src))).decode()}, 120
+        )
         if rep is not None:
             _raise_for(rep, dest)
             return
@@ -471,4 +539,3 @@ __all__ = [
     "image_for",
     "prewarm",
 ]
-

@@ -48,7 +48,9 @@ def engine_url(host: str | None = None) -> str:
         if url.startswith("/"):
             url = "unix://" + url
         else:
-            raise SandboxError(f"docker_host {url!r}: give an engine URL (unix:///path, tcp://host:port or ssh://user@host)")
+            raise SandboxError(
+                f"docker_host {url!r}: give an engine URL (unix:///path, tcp://host:port or ssh://user@host)"
+            )
     return url
 
 
@@ -62,7 +64,7 @@ def engine_is_remote(host: str | None = None) -> bool:
         return True
     if forced in ("0", "false", "no"):
         return False
-    return not engine_url(host).split("://", 1)[0].lower() in ("unix", "npipe")
+    return engine_url(host).split("://", 1)[0].lower() not in ("unix", "npipe")
 
 
 def client(host: str | None = None):
@@ -125,7 +127,9 @@ def _one_line(e: BaseException) -> str:
 def _docker_cli() -> str:
     path = shutil.which("docker")
     if path is None:
-        raise SandboxError("the docker CLI is not on PATH (the shell runs through `docker exec`): install docker.io or docker-ce-cli")
+        raise SandboxError(
+            "the docker CLI is not on PATH (the shell runs through `docker exec`): install docker.io or docker-ce-cli"
+        )
     return path
 
 
@@ -157,4 +161,3 @@ def _owner_alive(owner: str) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == start
     except (OSError, IndexError):
         return False
-

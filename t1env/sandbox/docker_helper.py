@@ -68,7 +68,14 @@ class _Helper:
     """One helper process in a container, spoken to over the exec's hijacked socket."""
 
     def __init__(self, c, container_id: str, env: Mapping[str, str]):
-        ex = c.api.exec_create(container_id, ["python3", "-I", "-S", "-u", "-c", HELPER], stdin=True, stdout=True, stderr=True, environment=dict(env))
+        ex = c.api.exec_create(
+            container_id,
+            ["python3", "-I", "-S", "-u", "-c", HELPER],
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            environment=dict(env),
+        )
         self.exec_id = ex["Id"]
         sock = c.api.exec_start(self.exec_id, socket=True)
         self._holder = sock  # keep the SocketIO wrapper alive (closing it closes the socket)
@@ -131,4 +138,3 @@ class _Helper:
             self._holder.close()
         except Exception:  # the helper's socket may already be gone with its container
             log.debug("closing the helper's socket", exc_info=True)
-

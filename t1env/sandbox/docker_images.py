@@ -217,10 +217,22 @@ def _resolution_key(task: Task | None, host: str | None = None) -> tuple:
     if task is None:
         return (url, None)
     env = task.env_dir
-    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(env.rglob("*")) if p.is_file()) if env.is_dir() else ()
+    stamp = (
+        tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(env.rglob("*")) if p.is_file())
+        if env.is_dir()
+        else ()
+    )
     image_map = os.environ.get(images.MAP_ENV, "")
     map_stamp = Path(image_map).stat().st_mtime_ns if image_map and Path(image_map).is_file() else None
-    return (url, str(task.path), task.spec.environment.docker_image, task.spec.environment.dockerfile, stamp, image_map, map_stamp)
+    return (
+        url,
+        str(task.path),
+        task.spec.environment.docker_image,
+        task.spec.environment.dockerfile,
+        stamp,
+        image_map,
+        map_stamp,
+    )
 
 
 def _image_for(task: Task | None, log: Callable[[str], None] | None = None, host: str | None = None) -> str:
@@ -265,8 +277,16 @@ def _task_image(task: Task, log: Callable[[str], None] | None = None, host: str 
         extra = ()
         if task.origin is not None:  # imported tasks' builds see the host's package indexes
             text, extra = images.index_layer(text), images.index_files()
-        return build_image(task.env_dir, rel, repo=f"{IMAGE_REPO}/task-{task.id}", dockerfile_text=text, what=str(df),
-                           log=log, extra_files=extra, host=host)
+        return build_image(
+            task.env_dir,
+            rel,
+            repo=f"{IMAGE_REPO}/task-{task.id}",
+            dockerfile_text=text,
+            what=str(df),
+            log=log,
+            extra_files=extra,
+            host=host,
+        )
     return default_image(log, host)
 
 
@@ -280,8 +300,9 @@ def test_requirements_of(task: Task | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def verifier_image(task: Task | None, image: str, log: Callable[[str], None] | None = None,
-                   host: str | None = None) -> str:
+def verifier_image(
+    task: Task | None, image: str, log: Callable[[str], None] | None = None, host: str | None = None
+) -> str:
     """The image the verifier container runs on: ``image`` (the task's) itself, or, when the task's tests
     need packages (:func:`test_requirements_of`), ``image`` plus those packages (built once, by content).
 
@@ -296,15 +317,25 @@ def verifier_image(task: Task | None, image: str, log: Callable[[str], None] | N
         source = task.origin.test_deps_source or task.path
         what = f"the verifier image of {task.path} (installs {', '.join(reqs)}, from {source})"
         text = images.verifier_dockerfile(image, reqs)
-        tag = build_image(None, "Dockerfile", f"{IMAGE_REPO}/verifier-{task.id}", text, what, log,
-                          extra_files=images.index_files(), host=host)
+        tag = build_image(
+            None,
+            "Dockerfile",
+            f"{IMAGE_REPO}/verifier-{task.id}",
+            text,
+            what,
+            log,
+            extra_files=images.index_files(),
+            host=host,
+        )
         _verifier_images[key] = tag
     return tag
 
 
 def default_image(log: Callable[[str], None] | None = None, host: str | None = None) -> str:
     """t1's default image (Debian bookworm + :data:`DEFAULT_PACKAGES`), built once and cached."""
-    return build_image(None, "Dockerfile", f"{IMAGE_REPO}/default", default_dockerfile(), "t1's default image", log, host=host)
+    return build_image(
+        None, "Dockerfile", f"{IMAGE_REPO}/default", default_dockerfile(), "t1's default image", log, host=host
+    )
 
 
 def build_bases(names: dict[str, str] | None = None, base: str = images.BASE_FROM, log=None) -> dict[str, str]:
@@ -316,7 +347,9 @@ def build_bases(names: dict[str, str] | None = None, base: str = images.BASE_FRO
     built: dict[str, str] = {}
     for public, local in names.items():
         if local not in built.values():
-            tag = build_image(None, "Dockerfile", "t1env/tb-base", images.base_dockerfile(base), f"stand-in for {public}", log)
+            tag = build_image(
+                None, "Dockerfile", "t1env/tb-base", images.base_dockerfile(base), f"stand-in for {public}", log
+            )
             repo, _, ver = local.rpartition(":")
             try:
                 c.images.get(tag).tag(repo, ver)

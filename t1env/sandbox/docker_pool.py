@@ -62,7 +62,10 @@ def _create_kwargs(image: str, config: SandboxConfig, task_id: str | None) -> di
         memswap_limit=f"{config.memory_mb}m",
         nano_cpus=int(config.cpus * 1e9),
         pids_limit=config.pids,
-        ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize), Ulimit(name="cpu", soft=config.cpu_seconds, hard=config.cpu_seconds)],
+        ulimits=[
+            Ulimit(name="fsize", soft=fsize, hard=fsize),
+            Ulimit(name="cpu", soft=config.cpu_seconds, hard=config.cpu_seconds),
+        ],
         security_opt=["no-new-privileges"],
         cap_drop=list(CAP_DROP),
         mounts=_work_mounts(config),
@@ -201,7 +204,19 @@ def configure_pool(size: int) -> None:
 
 
 def _pool_key(image: str, config: SandboxConfig, host: str | None = None) -> tuple:
-    return (engine_url(host), image, config.workdir, config.network, config.network_allow, config.memory_mb, config.pids, config.file_size_mb, config.cpu_seconds, config.cpus, tuple(sorted(config.environ().items())))
+    return (
+        engine_url(host),
+        image,
+        config.workdir,
+        config.network,
+        config.network_allow,
+        config.memory_mb,
+        config.pids,
+        config.file_size_mb,
+        config.cpu_seconds,
+        config.cpus,
+        tuple(sorted(config.environ().items())),
+    )
 
 
 def _pool(image: str, config: SandboxConfig, task_id: str | None, host: str | None = None) -> _Pool | None:
@@ -363,4 +378,3 @@ def gc(all: bool = False, host: str | None = None) -> int:
             except Exception:
                 pass  # still in use by a live container: a later gc gets it
     return n
-

@@ -61,7 +61,9 @@ READY_WAIT = 60.0  # seconds the agent may stay paused while the verifier starts
 LOG_CAP = "16m"  # the verifier container's log (its report) is bounded by the engine
 
 
-def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None) -> VerifierRun:
+def run_verifier(
+    sandbox, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None
+) -> VerifierRun:
     """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring. ``options``
     (imported tasks): the tests are also mounted read-only at ``tests_alias``, and ``private_dir``
     is a tmpfs of the verifier container's own."""
@@ -101,8 +103,10 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
         tmpfs[PRIVATE_DIR] = "ro,mode=0755,size=4k"
     empty_files = [Mount(f"{VERIFIER_HOME}/{f}", "/dev/null", type="bind", read_only=True) for f in VERIFIER_HOME_FILES]
     if local_engine:
-        mounts = [Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
-                  Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True)]
+        mounts = [
+            Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
+            Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True),
+        ]
         if opts.tests_alias:
             mounts.append(Mount(opts.tests_alias, str(tests), type="bind", read_only=True))
         if private is not None:
@@ -129,7 +133,9 @@ def run_verifier(sandbox, runtime: Path, tests: Path, timeout: float, mode: str,
         if not local_engine:
             delivered = _deliver(c, sandbox.image, runtime, tests, opts.tests_alias, private, volumes)
             kw.update(mounts=delivered + empty_files)
-            notes.append("remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes")
+            notes.append(
+                "remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes"
+            )
         vid = c.containers.create(**kw).id
         _live[vid] = sandbox.host
         c.api.start(vid)
@@ -199,8 +205,9 @@ def _wait_ready(c, vid: str, wait: float) -> None:
 STAGE = ("/.t1-stage-runtime", "/.t1-stage-tests", "/.t1-stage-private")
 
 
-def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None, private: Path | None,
-             volumes: list[str]) -> list:
+def _deliver(
+    c, image: str, runtime: Path, tests: Path, tests_alias: str | None, private: Path | None, volumes: list[str]
+) -> list:
     """Copy the runtime (with the tests in its ``tests/``), for ``tests_alias`` the tests again, and the
     task's private setup state (``private``) into new volumes on the engine; returns the verifier
     container's read-only mounts of them. The volumes' names are appended to ``volumes`` as they are made
@@ -222,10 +229,12 @@ def _deliver(c, image: str, runtime: Path, tests: Path, tests_alias: str | None,
         targets.append(PRIVATE_DIR)
     for _ in trees:
         volumes.append(c.api.create_volume(labels=labels)["Name"])
-    host_config = c.api.create_host_config(mounts=[Mount(STAGE[i], volumes[i], type="volume") for i in range(len(trees))],
-                                           network_mode="none")
-    stage = c.api.create_container(image, command=["true"], entrypoint=[], host_config=host_config, labels=labels,
-                                   network_disabled=True)["Id"]
+    host_config = c.api.create_host_config(
+        mounts=[Mount(STAGE[i], volumes[i], type="volume") for i in range(len(trees))], network_mode="none"
+    )
+    stage = c.api.create_container(
+        image, command=["true"], entrypoint=[], host_config=host_config, labels=labels, network_disabled=True
+    )["Id"]
     try:
         for i, data in enumerate(trees):
             c.api.put_archive(stage, STAGE[i], data)

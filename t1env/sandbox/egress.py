@@ -383,9 +383,7 @@ def container_nameservers(ctr) -> list[str]:
     return resolv_nameservers(text)
 
 
-def install_docker(
-    c, ctr, allow: Sequence[str] = (), host: str | None = None, helper: bool | None = None
-) -> str:
+def install_docker(c, ctr, allow: Sequence[str] = (), host: str | None = None, helper: bool | None = None) -> str:
     """Install the policy in container ``ctr``'s network namespace; returns the rules in force
     (``iptables -S``/``ip6tables -S``). Directly with this machine's iptables where t1 can enter the
     container's namespace itself (:func:`_container_netns`), else through the filter image's helper

@@ -52,8 +52,10 @@ _read, _write = SandboxCgroups._read, SandboxCgroups._write  # best-effort cgrou
 
 MECHANISMS = ("cgroup v1 freezer", "cgroup v2 cgroup.freeze", "ptrace")
 
-_REMEDY = ("run t1 as root, use backend='docker', or run t1 in a delegated cgroup v2 subtree "
-           "(`systemd-run --user --scope -p Delegate=yes <command>`)")
+_REMEDY = (
+    "run t1 as root, use backend='docker', or run t1 in a delegated cgroup v2 subtree "
+    "(`systemd-run --user --scope -p Delegate=yes <command>`)"
+)
 
 
 class FreezeError(SandboxError):
@@ -140,8 +142,9 @@ class Freezer:
             if ok:
                 self.mechanism = name
                 return name
-        raise FreezeError(f"shared-mode verification refused: the sandbox's processes cannot be frozen ({why}); "
-                          f"{_REMEDY}")
+        raise FreezeError(
+            f"shared-mode verification refused: the sandbox's processes cannot be frozen ({why}); {_REMEDY}"
+        )
 
     def _freeze_v1(self, deadline: float) -> bool:
         own = _own_cgroup("freezer")
@@ -302,8 +305,9 @@ class _Tracer:
             if tracer != me:
                 if tracer:
                     raise _Refused(f"task {tid} of the sandbox is traced by its process {tracer}, which holds it")
-                raise _Refused(f"the kernel refuses to let this user trace the sandbox's task {tid} "
-                               f"({os.strerror(err)})")
+                raise _Refused(
+                    f"the kernel refuses to let this user trace the sandbox's task {tid} ({os.strerror(err)})"
+                )
             # a child of a held task: attached at birth, and stops before it runs
         elif err == errno.ESRCH:
             return  # gone

@@ -490,7 +490,9 @@ class LocalSandbox(Sandbox):
 
         return setup
 
-    def run_verifier(self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None) -> VerifierRun:
+    def run_verifier(
+        self, runtime: Path, tests: Path, timeout: float, mode: str = "separate", options=None
+    ) -> VerifierRun:
         """Out of the agent's reach: see :mod:`t1env.sandbox.local_verifier`."""
         return local_verifier.run_verifier(self, runtime, tests, timeout, mode, options)
 
@@ -679,8 +681,13 @@ def gc(tmpdir: str | None = None) -> int:
         except OSError:
             continue
         root = SandboxCgroups.ROOT.resolve()
-        remove_cgroups([Path(x) for x in listed
-                        if Path(x).is_absolute() and root in Path(x).parents and Path(x).name.startswith("t1-")])
+        remove_cgroups(
+            [
+                Path(x)
+                for x in listed
+                if Path(x).is_absolute() and root in Path(x).parents and Path(x).name.startswith("t1-")
+            ]
+        )
         _rmtree(d)
         removed += 1
     return removed

@@ -70,7 +70,9 @@ class _ReadyCapture(OutputCapture):
             on_ready()
 
 
-def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None) -> VerifierRun:
+def run_verifier(
+    box, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None
+) -> VerifierRun:
     """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring."""
     opts = options or VerifierOptions()
     if box._root is None:
@@ -78,8 +80,10 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, opt
     if mode == "shared" and (box.init_pid is None or not box.alive):
         raise SandboxError("sandbox is not running (it was stopped, verified already, or its init process died)")
     if mode == "shared" and opts.private_dir:
-        raise SandboxError(f"the local backend's shared-mode verifier cannot give the verifier a private {opts.private_dir}: "
-                           "use backend='docker'")
+        raise SandboxError(
+            f"the local backend's shared-mode verifier cannot give the verifier a private {opts.private_dir}: "
+            "use backend='docker'"
+        )
     dest = box._root / "verifier"
     if mode == "shared":  # nothing can be mounted into the agent's namespaces: HOME and the private state are staged
         env = {**box.config.environ(), **verifier_env(f"{VERIFIER_DIR}/home", f"{VERIFIER_DIR}/private"), **opts.env}
@@ -87,7 +91,10 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, opt
         env = {**box.config.environ(), **verifier_env(), **opts.env}
     extra_notes = []
     if mode == "shared" and opts.tests_alias:
-        env = {k: v.replace(opts.tests_alias, f"{VERIFIER_DIR}/tests") if v.startswith(opts.tests_alias) else v for k, v in env.items()}
+        env = {
+            k: v.replace(opts.tests_alias, f"{VERIFIER_DIR}/tests") if v.startswith(opts.tests_alias) else v
+            for k, v in env.items()
+        }
         extra_notes.append(f"local shared-mode verifier: the tests are at {VERIFIER_DIR}/tests, not {opts.tests_alias}")
     t0 = time.monotonic()
     try:
@@ -98,8 +105,13 @@ def run_verifier(box, runtime: Path, tests: Path, timeout: float, mode: str, opt
         notes = notes + extra_notes
     finally:
         _clear(dest)
-    result = ExecResult(res.returncode if not res.timed_out else -9, res.stdout.bytes(), res.stderr.bytes(), res.timed_out,
-                        time.monotonic() - t0)
+    result = ExecResult(
+        res.returncode if not res.timed_out else -9,
+        res.stdout.bytes(),
+        res.stderr.bytes(),
+        res.timed_out,
+        time.monotonic() - t0,
+    )
     return VerifierRun(result, "shared" if mode == "shared" else "separate", notes)
 
 
@@ -124,8 +136,14 @@ def _separate(box, env: dict, timeout: float, opts: VerifierOptions, stage) -> t
     # --as-pid-1: no bwrap monitor as pid 1 holding the report pipe (a normal user's bwrap is dumpable: any
     # program a check runs could write the report through /proc/1/fd/1); the non-dumpable verifier is pid 1
     argv += ["--as-pid-1", "--chdir", box.config.workdir, "--", *verifier_argv(extra=opts.args)]
-    popen = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(box._launch_fds),
-                 env=env, start_new_session=True)
+    popen = dict(
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=tuple(box._launch_fds),
+        env=env,
+        start_new_session=True,
+    )
     try:
         if box._userns and os.geteuid() == 0:
             proc = popen_as_root_of_new_userns(argv, box._join_and_limit(), box.HOST_ID_BASE, popen)
@@ -187,8 +205,13 @@ def _stage(runtime: Path, tests: Path, dest: Path, private: Path | None = None) 
     _clear(dest)
     try:
         shutil.copytree(runtime, dest, dirs_exist_ok=True, symlinks=False)
-        shutil.copytree(tests, dest / "tests", dirs_exist_ok=True, symlinks=False,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            tests,
+            dest / "tests",
+            dirs_exist_ok=True,
+            symlinks=False,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
         if private is not None:
             shutil.copytree(private, dest / "private", symlinks=False)
     except shutil.Error as e:  # one (src, dst, why) per file: say the first reason, e.g. the disk is full

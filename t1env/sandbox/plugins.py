@@ -34,5 +34,7 @@ def load_backend(name: str):
     for ep in entry_points(group=GROUP):
         if ep.name == name:
             return ep.load()
-    raise ValueError(f"no sandbox backend {name!r}: built in are {', '.join(BUILTIN)}; a plug-in package adds one "
-                     f"with an entry point in the {GROUP!r} group (docs/scaling.md)")
+    raise ValueError(
+        f"no sandbox backend {name!r}: built in are {', '.join(BUILTIN)}; a plug-in package adds one "
+        f"with an entry point in the {GROUP!r} group (docs/scaling.md)"
+    )

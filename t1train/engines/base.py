@@ -133,8 +133,12 @@ class Engine(Protocol):
     max_concurrency: int
 
     def generate(
-        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-        routed_experts_start: list[int] | None = None, seeds: list[int] | None = None,
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        return_routed_experts: bool = False,
+        routed_experts_start: list[int] | None = None,
+        seeds: list[int] | None = None,
     ) -> list[Generation]:
         """Sample one continuation per prompt (``routed_experts_start``: see "Routed experts" above). ``seeds``
         gives each prompt its own sampling seed (overriding ``sampling.seed``): the same prompt and seed give the

@@ -103,8 +103,12 @@ class HFEngine:
 
     # ---------------------------------------------------------------- generation
     def generate(
-        self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-        routed_experts_start: list[int] | None = None, seeds: list[int] | None = None,
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        return_routed_experts: bool = False,
+        routed_experts_start: list[int] | None = None,
+        seeds: list[int] | None = None,
     ) -> list[Generation]:
         """Sample one continuation per prompt (``seeds``: one sampling seed per prompt). With
         ``return_routed_experts``, each Generation carries the rows of the sampled tokens and, from
@@ -127,8 +131,9 @@ class HFEngine:
                 chunk = prompts[start : start + self.max_batch_size]
                 chunk_starts = starts[start : start + self.max_batch_size]
                 if seeds is not None:
-                    generator = [torch.Generator(self.device).manual_seed(s)
-                                 for s in seeds[start : start + self.max_batch_size]]
+                    generator = [
+                        torch.Generator(self.device).manual_seed(s) for s in seeds[start : start + self.max_batch_size]
+                    ]
                 results.extend(self._generate_batch(chunk, sampling, generator, return_routed_experts, chunk_starts))
         return results
 
@@ -139,8 +144,10 @@ class HFEngine:
         if self.max_context_length is not None:
             budget = min(budget, self.max_context_length - width)
             if budget < 1:
-                raise ValueError(f"prompt of {width} tokens leaves no room in the {self.max_context_length}-token "
-                                 "context; end the episode before the context fills (rollout max_context_tokens)")
+                raise ValueError(
+                    f"prompt of {width} tokens leaves no room in the {self.max_context_length}-token "
+                    "context; end the episode before the context fills (rollout max_context_tokens)"
+                )
         input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long, device=self.device)
         mask = torch.zeros((batch, width), dtype=torch.long, device=self.device)
         for i, p in enumerate(prompts):
@@ -161,8 +168,14 @@ class HFEngine:
             step_ids = input_ids
             for step in range(budget):
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1] :]
-                out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                                 use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
+                out = self.model(
+                    input_ids=step_ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    use_cache=True,
+                    logits_to_keep=1,
+                    **{self._cache_kwarg: cache},
+                )
                 cache = out.cache if self._cache_kwarg == "cache" else out.past_key_values
                 tokens, logprobs = sample_from_logits(out.logits[:, -1], sampling, generator)
                 routes = None
@@ -208,8 +221,9 @@ class HFEngine:
         """Copy new weights in (for a trainer in the same process)."""
         with self._lock:
             self.model.load_state_dict(state_dict, strict=True)
-            self.weight_version = weight_version or str(int(self.weight_version) + 1
-                                                        if self.weight_version.isdigit() else self.weight_version)
+            self.weight_version = weight_version or str(
+                int(self.weight_version) + 1 if self.weight_version.isdigit() else self.weight_version
+            )
 
     def update_weights_from_disk(self, path: str, weight_version: str | None = None) -> None:
         """Load a ``save_pretrained`` folder into the model, in place.

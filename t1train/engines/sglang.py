@@ -66,8 +66,9 @@ from t1train.engines.base import (
 _RETRY_STATUS = (502, 503, 504)
 
 
-def decode_routed_experts(data: str, rows: int, top_k: int | None = None,
-                           moe_layers: list[int] | None = None) -> list[list[list[int]]]:
+def decode_routed_experts(
+    data: str, rows: int, top_k: int | None = None, moe_layers: list[int] | None = None
+) -> list[list[list[int]]]:
     """Decode SGLang's base64 int32 routing into ``[rows, layers, top_k]``.
 
     SGLang writes one slot per *engine* layer (``num_hidden_layers``, dense layers included, their slots
@@ -80,8 +81,10 @@ def decode_routed_experts(data: str, rows: int, top_k: int | None = None,
             raise EngineError(f"routed_experts has {flat.size} values but no row was expected")
         return []
     if flat.size % rows:
-        raise EngineError(f"routed_experts has {flat.size} values, not a multiple of {rows} rows; SGLang sends "
-                          "one row per position in [routed_experts_start_len, seqlen - 1)")
+        raise EngineError(
+            f"routed_experts has {flat.size} values, not a multiple of {rows} rows; SGLang sends "
+            "one row per position in [routed_experts_start_len, seqlen - 1)"
+        )
     per_row = flat.size // rows
     k = top_k or per_row
     if per_row % k:
@@ -89,8 +92,10 @@ def decode_routed_experts(data: str, rows: int, top_k: int | None = None,
     table = flat.reshape(rows, per_row // k, k)
     if moe_layers is not None:
         if max(moe_layers, default=-1) >= table.shape[1]:
-            raise EngineError(f"routed_experts has {table.shape[1]} layers but moe_layers names layer "
-                              f"{max(moe_layers)}; is the server running the same model?")
+            raise EngineError(
+                f"routed_experts has {table.shape[1]} layers but moe_layers names layer "
+                f"{max(moe_layers)}; is the server running the same model?"
+            )
         table = table[:, moe_layers]
     return table.tolist()
 
@@ -120,9 +125,16 @@ class SGLangEngine:
         >>> engine.generate([[1, 2, 3]], SamplingParams(max_new_tokens=8))  # doctest: +SKIP
     """
 
-    def __init__(self, url: str, max_concurrency: int = 64, timeout: float = 600.0, retries: int = 3,
-                 top_k_experts: int | None = None, api_key: str | None = None,
-                 moe_layers: list[int] | None = None):
+    def __init__(
+        self,
+        url: str,
+        max_concurrency: int = 64,
+        timeout: float = 600.0,
+        retries: int = 3,
+        top_k_experts: int | None = None,
+        api_key: str | None = None,
+        moe_layers: list[int] | None = None,
+    ):
         if max_concurrency < 1 or retries < 0:
             raise ValueError(f"max_concurrency must be >= 1 and retries >= 0, got {max_concurrency} and {retries}")
         self.url = url.rstrip("/")
@@ -134,9 +146,17 @@ class SGLangEngine:
         self.session = requests.Session()
         # one pooled connection per request in flight (requests' default pool keeps 10 and drops the rest), and
         # retries of failed connections and 502/503/504 for every method (/generate is a POST)
-        retry = Retry(total=retries, connect=retries, read=False, status=retries, other=0,
-                      status_forcelist=_RETRY_STATUS, allowed_methods=None, backoff_factor=0.5,
-                      raise_on_status=False)
+        retry = Retry(
+            total=retries,
+            connect=retries,
+            read=False,
+            status=retries,
+            other=0,
+            status_forcelist=_RETRY_STATUS,
+            allowed_methods=None,
+            backoff_factor=0.5,
+            raise_on_status=False,
+        )
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=max_concurrency, max_retries=retry)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
@@ -150,11 +170,14 @@ class SGLangEngine:
         try:
             resp = self.session.request(method, self.url + path, json=body, timeout=timeout)
         except requests.ConnectionError as err:  # after the retries
-            raise EngineError(f"SGLang server at {self.url} is unreachable ({err}); is it running? Check with "
-                              f"`curl {self.url}/health`.") from err
+            raise EngineError(
+                f"SGLang server at {self.url} is unreachable ({err}); is it running? Check with "
+                f"`curl {self.url}/health`."
+            ) from err
         except requests.Timeout as err:
-            raise EngineError(f"SGLang {path} did not answer within {timeout:g}s (raise the engine timeout for "
-                              "long generations)") from err
+            raise EngineError(
+                f"SGLang {path} did not answer within {timeout:g}s (raise the engine timeout for long generations)"
+            ) from err
         except requests.RequestException as err:
             raise EngineError(f"SGLang {path} failed: {err}") from err
         if resp.status_code >= 400:
@@ -163,8 +186,14 @@ class SGLangEngine:
         return resp.json() if resp.content else None
 
     # ---------------------------------------------------------------- generation
-    def request_body(self, prompt: list[int], sampling: SamplingParams, rid: str, return_routed_experts: bool,
-                     routed_experts_start: int | None = None) -> dict:
+    def request_body(
+        self,
+        prompt: list[int],
+        sampling: SamplingParams,
+        rid: str,
+        return_routed_experts: bool,
+        routed_experts_start: int | None = None,
+    ) -> dict:
         params = {
             "max_new_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature,
@@ -193,21 +222,29 @@ class SGLangEngine:
             body["routed_experts_start_len"] = len(prompt) - 1 if routed_experts_start is None else routed_experts_start
         return body
 
-    def parse_response(self, data: dict, return_routed_experts: bool, prompt_len: int | None = None,
-                       routed_experts_start: int | None = None) -> Generation:
+    def parse_response(
+        self,
+        data: dict,
+        return_routed_experts: bool,
+        prompt_len: int | None = None,
+        routed_experts_start: int | None = None,
+    ) -> Generation:
         """Turn one ``/generate`` response into a Generation (validating the fields TITO relies on)."""
         try:
             meta = data["meta_info"]
             entries = meta["output_token_logprobs"]
             finish = meta["finish_reason"]
         except (KeyError, TypeError) as err:
-            raise EngineError(f"SGLang response lacks {err}; was return_logprob sent? got keys "
-                              f"{sorted(data) if isinstance(data, dict) else type(data).__name__}") from err
+            raise EngineError(
+                f"SGLang response lacks {err}; was return_logprob sent? got keys "
+                f"{sorted(data) if isinstance(data, dict) else type(data).__name__}"
+            ) from err
         ids = [int(e[1]) for e in entries]
         logprobs = [float(e[0]) for e in entries]
         if "output_ids" in data and list(data["output_ids"]) != ids:
-            raise EngineError("SGLang output_ids disagree with output_token_logprobs; refusing to guess which ids "
-                              "were sampled")
+            raise EngineError(
+                "SGLang output_ids disagree with output_token_logprobs; refusing to guess which ids were sampled"
+            )
         if not isinstance(finish, dict) or "type" not in finish:
             raise EngineError(f"SGLang finish_reason {finish!r} is not a finished request")
         kind = finish["type"]
@@ -225,8 +262,9 @@ class SGLangEngine:
             prompt_len = prompt_len if prompt_len is not None else int(meta.get("prompt_tokens", 0))
             start = prompt_len - 1 if routed_experts_start is None else routed_experts_start
             prompt_rows = prompt_len - 1 - start
-            rows = decode_routed_experts(meta["routed_experts"], prompt_rows + len(ids), self.top_k_experts,
-                                         self.moe_layers)
+            rows = decode_routed_experts(
+                meta["routed_experts"], prompt_rows + len(ids), self.top_k_experts, self.moe_layers
+            )
             gen.routed_experts = rows[prompt_rows:]
             gen.prompt_routed_experts, gen.routed_experts_start = rows[:prompt_rows], start
         return gen
@@ -236,8 +274,14 @@ class SGLangEngine:
         data = self._call("POST", "/generate", self.request_body(prompt, sampling, rid, return_routed_experts, start))
         return self.parse_response(data, return_routed_experts, len(prompt), start)
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams, return_routed_experts: bool = False,
-                 routed_experts_start: list[int] | None = None, seeds: list[int] | None = None) -> list[Generation]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        return_routed_experts: bool = False,
+        routed_experts_start: list[int] | None = None,
+        seeds: list[int] | None = None,
+    ) -> list[Generation]:
         """Sample one continuation per prompt, one request each (see ``Engine.generate``); ``seeds[i]`` becomes
         request ``i``'s ``sampling_seed``."""
         starts = routed_experts_start if routed_experts_start is not None else [None] * len(prompts)
@@ -245,10 +289,13 @@ class SGLangEngine:
             raise ValueError(f"{len(starts)} routed_experts_start values for {len(prompts)} prompts")
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        per_prompt = ([dataclasses.replace(sampling, seed=s) for s in seeds] if seeds is not None
-                      else [sampling] * len(prompts))
-        futures = [self._pool.submit(self._generate_one, p, sp, return_routed_experts, s)
-                   for p, sp, s in zip(prompts, per_prompt, starts)]
+        per_prompt = (
+            [dataclasses.replace(sampling, seed=s) for s in seeds] if seeds is not None else [sampling] * len(prompts)
+        )
+        futures = [
+            self._pool.submit(self._generate_one, p, sp, return_routed_experts, s)
+            for p, sp, s in zip(prompts, per_prompt, starts)
+        ]
         return [f.result() for f in futures]
 
     # ---------------------------------------------------------------- server control
@@ -283,8 +330,14 @@ class SGLangEngine:
     def continue_generation(self) -> None:
         self._call("POST", "/continue_generation", {})
 
-    def update_weights_from_disk(self, path: str, weight_version: str | None = None, load_format: str | None = None,
-                                 abort_all_requests: bool = False, flush_cache: bool = True) -> dict:
+    def update_weights_from_disk(
+        self,
+        path: str,
+        weight_version: str | None = None,
+        load_format: str | None = None,
+        abort_all_requests: bool = False,
+        flush_cache: bool = True,
+    ) -> dict:
         """Reload weights from a ``save_pretrained`` folder the server can read. Raises on failure."""
         body = {"model_path": str(path), "abort_all_requests": abort_all_requests, "flush_cache": flush_cache}
         if weight_version is not None:
@@ -296,19 +349,43 @@ class SGLangEngine:
             raise EngineError(f"update_weights_from_disk failed: {result}")
         return result
 
-    def init_weights_update_group(self, master_address: str, master_port: int, rank_offset: int, world_size: int,
-                                  group_name: str = "weight_update_group", backend: str = "nccl") -> dict:
+    def init_weights_update_group(
+        self,
+        master_address: str,
+        master_port: int,
+        rank_offset: int,
+        world_size: int,
+        group_name: str = "weight_update_group",
+        backend: str = "nccl",
+    ) -> dict:
         """Join the trainer's process group for NCCL weight broadcasts (then use update_weights_from_distributed)."""
-        body = {"master_address": master_address, "master_port": master_port, "rank_offset": rank_offset,
-                "world_size": world_size, "group_name": group_name, "backend": backend}
+        body = {
+            "master_address": master_address,
+            "master_port": master_port,
+            "rank_offset": rank_offset,
+            "world_size": world_size,
+            "group_name": group_name,
+            "backend": backend,
+        }
         return self._checked("/init_weights_update_group", body)
 
-    def update_weights_from_distributed(self, names: list[str], dtypes: list[str], shapes: list[list[int]],
-                                        group_name: str = "weight_update_group", weight_version: str | None = None,
-                                        flush_cache: bool = True) -> dict:
+    def update_weights_from_distributed(
+        self,
+        names: list[str],
+        dtypes: list[str],
+        shapes: list[list[int]],
+        group_name: str = "weight_update_group",
+        weight_version: str | None = None,
+        flush_cache: bool = True,
+    ) -> dict:
         """Tell the server to receive the named tensors by broadcast from the trainer's rank 0."""
-        body = {"names": names, "dtypes": dtypes, "shapes": shapes, "group_name": group_name,
-                "flush_cache": flush_cache}
+        body = {
+            "names": names,
+            "dtypes": dtypes,
+            "shapes": shapes,
+            "group_name": group_name,
+            "flush_cache": flush_cache,
+        }
         if weight_version is not None:
             body["weight_version"] = weight_version
         return self._checked("/update_weights_from_distributed", body)

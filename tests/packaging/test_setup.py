@@ -55,9 +55,21 @@ def test_minimum_python_agrees_everywhere():
 def test_pytest_without_pytest_timeout_does_not_warn_about_the_timeout_option():
     # `pip install -e .` (no dev extra) then `pytest`: the ini's `timeout` must not be an unknown option
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:timeout", "--collect-only",
-         "-W", "error::pytest.PytestConfigWarning", str(Path(__file__).relative_to(ROOT))],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:timeout",
+            "--collect-only",
+            "-W",
+            "error::pytest.PytestConfigWarning",
+            str(Path(__file__).relative_to(ROOT)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Unknown config option" not in r.stdout + r.stderr

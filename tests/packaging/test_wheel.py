@@ -33,7 +33,10 @@ def test_wheel_ships_tasks_and_verifier_and_runs_them(tmp_path):
     py = venv / "bin" / "python"
     venv_site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout.strip()
     (Path(venv_site) / "running-env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)

@@ -15,7 +15,9 @@ DOC = ROOT / "docs" / "tasks.md"
 
 def test_committed_catalogue_is_up_to_date():
     assert DOC.is_file(), "docs/tasks.md is missing: run `t1env catalog > docs/tasks.md`"
-    assert DOC.read_text() == render(), "docs/tasks.md is out of date: run `t1env catalog > docs/tasks.md` and commit it"
+    assert DOC.read_text() == render(), (
+        "docs/tasks.md is out of date: run `t1env catalog > docs/tasks.md` and commit it"
+    )
 
 
 def test_catalogue_rows_match_the_task_packages_read_directly(capsys):
@@ -24,15 +26,19 @@ def test_catalogue_rows_match_the_task_packages_read_directly(capsys):
     assert main(["catalog"]) == 0
     out = capsys.readouterr().out
     summary, table = out.split("## Seed tasks\n", 1)
-    rows = {m[1]: (m[2], m[3], int(m[4])) for m in
-            re.finditer(r"^\| `([^`]+)` \| ([^|]+?) \| ([^|]+?) \| (?:train|test) \| (\d+) \|", table, re.M)}
+    rows = {
+        m[1]: (m[2], m[3], int(m[4]))
+        for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+?) \| ([^|]+?) \| (?:train|test) \| (\d+) \|", table, re.M)
+    }
     packages = sorted(p.parent for p in (ROOT / "tasks").glob("*/task.toml"))
     assert len(packages) > 50 and sorted(rows) == [p.name for p in packages]
     categories: Counter = Counter()
     for pkg in packages:
         spec = tomllib.loads((pkg / "task.toml").read_text())
-        checks = sum(len(re.findall(r"^\s*(?:async\s+)?def test\w*\(", f.read_text(), re.M))
-                     for f in (pkg / "tests").rglob("test_*.py"))
+        checks = sum(
+            len(re.findall(r"^\s*(?:async\s+)?def test\w*\(", f.read_text(), re.M))
+            for f in (pkg / "tests").rglob("test_*.py")
+        )
         assert rows[pkg.name] == (spec["category"], spec["difficulty"], checks), pkg.name
         categories[spec["category"]] += 1
     for category, n in categories.items():  # the summary table's per-category totals

@@ -13,7 +13,7 @@ from t1env.validate import validate_task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 
-LOADS = '''
+LOADS = """
 import ctypes
 import importlib
 import importlib.util
@@ -40,9 +40,9 @@ def test_runpy_exec_import():
     from helper import thing                                       # flagged
     ctypes.CDLL("/app/libx.so")                                    # flagged
     assert mod and helper and h2 and thing
-'''
+"""
 
-FINE = '''
+FINE = """
 import ctypes
 import importlib
 import importlib.util
@@ -62,12 +62,14 @@ def test_own_helpers_and_stdlib():
     ctypes.CDLL("libc.so.6")
     import mytesthelper
     assert spec and json and mytesthelper and eval("1 + 1") == 2
-'''
+"""
 
 
 def test_every_load_of_agent_code_is_named_with_its_line(make_task):
-    d = make_task(tests={"test_loads.py": LOADS, "test_fine.py": FINE, "mytesthelper.py": "X = 1\n"},
-                  env_files={"helper.py": "thing = 1\n", "mytesthelper.py": "X = 2\n"})
+    d = make_task(
+        tests={"test_loads.py": LOADS, "test_fine.py": FINE, "mytesthelper.py": "X = 1\n"},
+        env_files={"helper.py": "thing = 1\n", "mytesthelper.py": "X = 2\n"},
+    )
     problems = agent_code_problems(get_task(str(d)))
     lines = sorted(int(p.split(":")[1]) for p in problems)
     assert lines == [i for i, line in enumerate(LOADS.splitlines(), 1) if line.endswith("# flagged")], problems

@@ -65,18 +65,30 @@ def test_validate_good_task(capsys, make_task):
 
 def test_validate_flags_unsolvable_and_trivial_tasks(capsys, make_task):
     broken = make_task("broken", solve="echo goodbye > /app/out.txt\n")
-    trivial = make_task("trivial", tests={"test_t.py": "def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"})
+    trivial = make_task(
+        "trivial",
+        tests={"test_t.py": "def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"},
+    )
     code, out, _ = run_cli(capsys, "validate", str(broken), str(trivial), "--json", "--jobs", "1")
     res = {v["task"]: v for v in json.loads(out)}
     assert code == 1
-    assert not res["broken"]["ok"] and "oracle run 1: 2/3" in res["broken"]["problems"][0] and "test_content" in res["broken"]["problems"][0]
+    assert (
+        not res["broken"]["ok"]
+        and "oracle run 1: 2/3" in res["broken"]["problems"][0]
+        and "test_content" in res["broken"]["problems"][0]
+    )
     assert any("no-op agent gets full marks" in p for p in res["trivial"]["problems"])
 
 
 @pytest.mark.slow
 def test_validate_flags_flaky_checks(capsys, make_task):
     # a coin-flip check: all 12 runs agreeing has probability 2**-11
-    flaky = make_task("flaky", tests={"test_f.py": "import os\n\ndef test_a():\n    assert True\n\ndef test_b():\n    assert os.urandom(1)[0] % 2\n\ndef test_c():\n    assert open('/app/out.txt').read()\n"})
+    flaky = make_task(
+        "flaky",
+        tests={
+            "test_f.py": "import os\n\ndef test_a():\n    assert True\n\ndef test_b():\n    assert os.urandom(1)[0] % 2\n\ndef test_c():\n    assert open('/app/out.txt').read()\n"
+        },
+    )
     code, out, _ = run_cli(capsys, "validate", str(flaky), "--runs", "12", "--json")
     [v] = json.loads(out)
     assert code == 1 and any("differ between identical oracle runs" in p for p in v["problems"])
@@ -84,7 +96,9 @@ def test_validate_flags_flaky_checks(capsys, make_task):
 
 def test_validate_malformed_package_is_one_line(capsys, make_task):
     d = make_task()
-    (d / "task.toml").write_text('id = "tiny"\ntitle = "t"\ncategory = "c"\ndifficulty = "easy"\n[limits]\nmax_turns = "x"\n')
+    (d / "task.toml").write_text(
+        'id = "tiny"\ntitle = "t"\ncategory = "c"\ndifficulty = "easy"\n[limits]\nmax_turns = "x"\n'
+    )
     code, out, _ = run_cli(capsys, "validate", str(d))
     assert code == 1 and "task.toml: limits.max_turns:" in out
 

@@ -41,15 +41,25 @@ HB = sorted((COMPAT / "harbor").iterdir())
 
 # -- loading ----------------------------------------------------------------------------------------
 
+
 def test_every_fixture_loads_with_its_format_and_checks():
-    got = {p.name: (load_task(p).origin.format, load_task(p).origin.verifier, len(load_task(p).declared_checks())) for p in TB + HB}
+    got = {
+        p.name: (load_task(p).origin.format, load_task(p).origin.verifier, len(load_task(p).declared_checks()))
+        for p in TB + HB
+    }
     assert got == {
-        "tb-apt-package": ("terminal-bench", "pytest", 3), "tb-expected-files": ("terminal-bench", "pytest", 3),
-        "tb-keystrokes": ("terminal-bench", "pytest", 3), "tb-old-descriptions": ("terminal-bench", "pytest", 3),
-        "tb-word-count": ("terminal-bench", "pytest", 3), "tb-test-tools": ("terminal-bench", "pytest", 3),
+        "tb-apt-package": ("terminal-bench", "pytest", 3),
+        "tb-expected-files": ("terminal-bench", "pytest", 3),
+        "tb-keystrokes": ("terminal-bench", "pytest", 3),
+        "tb-old-descriptions": ("terminal-bench", "pytest", 3),
+        "tb-word-count": ("terminal-bench", "pytest", 3),
+        "tb-test-tools": ("terminal-bench", "pytest", 3),
         "hb-test-tools": ("harbor", "pytest", 3),
-        "hb-apt-jq": ("harbor", "pytest", 3), "hb-log-levels": ("harbor", "pytest", 4),
-        "hb-reward-json": ("harbor", "script", 3), "hb-sorted-output": ("harbor", "pytest", 3), "hb-two-step": ("harbor", "pytest", 5),
+        "hb-apt-jq": ("harbor", "pytest", 3),
+        "hb-log-levels": ("harbor", "pytest", 4),
+        "hb-reward-json": ("harbor", "script", 3),
+        "hb-sorted-output": ("harbor", "pytest", 3),
+        "hb-two-step": ("harbor", "pytest", 5),
     }
 
 
@@ -57,7 +67,12 @@ def test_terminal_bench_fields_map_onto_the_task():
     t = load_task(COMPAT / "terminal-bench" / "tb-word-count")
     s = t.spec
     assert (s.limits.agent_timeout, s.limits.verifier_timeout, s.environment.workdir) == (120.0, 60.0, "/app")
-    assert (s.difficulty, s.category, s.verifier.mode, s.environment.network) == ("easy", "file-operations", "shared", True)
+    assert (s.difficulty, s.category, s.verifier.mode, s.environment.network) == (
+        "easy",
+        "file-operations",
+        "shared",
+        True,
+    )
     assert t.solution.name == "solution.sh" and t.dockerfile.name == "Dockerfile" and t.workdir_files() == []
     old = load_task(COMPAT / "terminal-bench" / "tb-old-descriptions")
     assert old.instruction.startswith("Make the directory /app/build") and old.spec.difficulty == "medium"
@@ -88,16 +103,28 @@ def test_harbor_environment_mode_separate_maps_and_the_local_backend_says_why_no
         make_sandbox("local", load_task(COMPAT / "harbor" / "hb-two-step"))
 
 
-@pytest.mark.parametrize("script, want", [
-    ("uv pip install pytest==8.4.1 numpy==2.3.3", ("numpy==2.3.3",)),  # Terminal-Bench's run-tests.sh
-    ("uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 -w numpy pytest /tests -rA", ("numpy",)),  # Harbor's test.sh
-    ("pip install numpy && pip3 install --no-cache-dir -q 'scipy>=1.11,<2' -i https://mirror.example.invalid/simple", ("numpy", "scipy>=1.11,<2")),
-    ("python3 -m pip install -r /tests/requirements.txt requests[socks]; uv add PyYAML", ("requests[socks]", "PyYAML")),
-    ("uv run --with a,b --with=c pytest\nuv tool run -w d pytest", ("a", "b", "c", "d")),
-    ("pip install \\\n  six \\\n  toml  # and a comment: pip install nope", ("six", "toml")),
-    ("# pip install commented-out\npip install -e . ./pkg https://x.example.invalid/p.whl $EXTRA pytest", ()),
-    ("apt-get install -y python3-pip && uv venv && uv pip install pytest", ()),
-])
+@pytest.mark.parametrize(
+    "script, want",
+    [
+        ("uv pip install pytest==8.4.1 numpy==2.3.3", ("numpy==2.3.3",)),  # Terminal-Bench's run-tests.sh
+        (
+            "uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 -w numpy pytest /tests -rA",
+            ("numpy",),
+        ),  # Harbor's test.sh
+        (
+            "pip install numpy && pip3 install --no-cache-dir -q 'scipy>=1.11,<2' -i https://mirror.example.invalid/simple",
+            ("numpy", "scipy>=1.11,<2"),
+        ),
+        (
+            "python3 -m pip install -r /tests/requirements.txt requests[socks]; uv add PyYAML",
+            ("requests[socks]", "PyYAML"),
+        ),
+        ("uv run --with a,b --with=c pytest\nuv tool run -w d pytest", ("a", "b", "c", "d")),
+        ("pip install \\\n  six \\\n  toml  # and a comment: pip install nope", ("six", "toml")),
+        ("# pip install commented-out\npip install -e . ./pkg https://x.example.invalid/p.whl $EXTRA pytest", ()),
+        ("apt-get install -y python3-pip && uv venv && uv pip install pytest", ()),
+    ],
+)
 def test_test_requirements_are_read_from_upstream_test_scripts(script, want):
     from t1env.formats import test_requirements
 
@@ -118,7 +145,9 @@ def test_fixture_test_deps_and_the_local_backends_one_line_refusal(tmp_path):
     with pytest.raises(SandboxError) as e:
         make_sandbox("local", load_task(d))
     msg = str(e.value)
-    assert str(d) in msg and "tabulate==0.9.0 (from test.sh)" in msg and "use backend='docker'" in msg and "\n" not in msg
+    assert (
+        str(d) in msg and "tabulate==0.9.0 (from test.sh)" in msg and "use backend='docker'" in msg and "\n" not in msg
+    )
     # [metadata.t1] test_deps replaces what test.sh says; a bad entry fails in one line naming the file and field
     toml = (d / "task.toml").read_text()
     (d / "task.toml").write_text(toml + '\n[metadata.t1]\ntest_deps = ["numpy>=2", "pytest"]\n')
@@ -135,8 +164,16 @@ def test_host_pip_config_is_merged_in_pips_order_without_local_paths(tmp_path, m
     (xdg / "pip" / "pip.conf").write_text("[global]\nindex-url = https://a.example.invalid/simple\nretries = 2\n")
     (home / ".config" / "pip" / "pip.conf").write_text(
         "[global]\nextra-index-url = file:///opt/local/simple https://b.example.invalid/simple\nfind-links = /opt/wheels\n"
-        "constraint = /etc/constraints.txt\n[install]\ntrusted-host = b.example.invalid\n")
-    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_CONFIG_FILE", "PIP_RETRIES", "XDG_CONFIG_HOME"):
+        "constraint = /etc/constraints.txt\n[install]\ntrusted-host = b.example.invalid\n"
+    )
+    for var in (
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "PIP_TRUSTED_HOST",
+        "PIP_CONFIG_FILE",
+        "PIP_RETRIES",
+        "XDG_CONFIG_HOME",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_DIRS", str(xdg))
     monkeypatch.setenv("HOME", str(home))
@@ -146,7 +183,11 @@ def test_host_pip_config_is_merged_in_pips_order_without_local_paths(tmp_path, m
     assert got["extra-index-url"] == "https://b.example.invalid/simple" and got["trusted-host"] == "b.example.invalid"
     assert not {"find-links", "constraint"} & set(got)
     conf = {name: data for name, data, _ in images.index_files()}.get(".t1-index/pip.conf", b"").decode()
-    assert conf.startswith("[global]\n") and "index-url = https://a.example.invalid/simple\n" in conf and "/opt/" not in conf
+    assert (
+        conf.startswith("[global]\n")
+        and "index-url = https://a.example.invalid/simple\n" in conf
+        and "/opt/" not in conf
+    )
 
 
 def test_a_built_stand_in_replaces_a_missing_public_base_and_the_map_wins():
@@ -156,23 +197,42 @@ def test_a_built_stand_in_replaces_a_missing_public_base_and_the_map_wins():
     assert images.resolve_image(public, {public: "mine:1"}, built.__contains__) == "mine:1"
     assert images.resolve_image(public, {}, lambda n: False) == public  # not built: the FROM stays, and fails to build
     assert images.resolve_image("ghcr.io/x/other:1", {}, built.__contains__) == "ghcr.io/x/other:1"
-    assert "t1env images build-bases" in images.missing_hint(public) and "--image-map" in images.missing_hint("ghcr.io/x/other:1")
-    text = images.rewrite_from(f"FROM {public} AS a\nFROM debian:bookworm\n", {}, lambda n: n in built or n == "debian:bookworm")
+    assert "t1env images build-bases" in images.missing_hint(public) and "--image-map" in images.missing_hint(
+        "ghcr.io/x/other:1"
+    )
+    text = images.rewrite_from(
+        f"FROM {public} AS a\nFROM debian:bookworm\n", {}, lambda n: n in built or n == "debian:bookworm"
+    )
     assert text == "FROM t1env/tb-python-3-13:local AS a\nFROM debian:bookworm\n"
     dockerfile = images.verifier_dockerfile("t1env/task-x:1", ("tabulate==0.9.0",))
     assert dockerfile.startswith("FROM t1env/task-x:1\n") and '"python3", "-m", "pip", "install"' in dockerfile
     assert dockerfile.rstrip().endswith('"tabulate==0.9.0"]')
 
 
-@pytest.mark.parametrize("name, text, message", [
-    ("task.yaml", "difficulty: easy\n", "task.yaml: instruction: missing or empty"),
-    ("task.yaml", "instruction: x\nmax_agent_timeout_sec: soon\n", "task.yaml: max_agent_timeout_sec: Input should be a valid number"),
-    ("task.yaml", "instruction: x\ndifficulty: brutal\n", "difficulty: 'brutal' is not one of"),
-    ("task.yaml", "instruction: [unclosed\n", "task.yaml: line 2: invalid YAML"),
-    ("task.toml", '[task]\nname = "no-slash"\n', "task.toml: task.name: String should match pattern"),
-    ("task.toml", '[task]\nname = "a/b"\n[environment]\nmemory = "lots"\n', "task.toml: environment.memory: String should match"),
-    ("task.toml", '[task]\nname = "a/b"\n[verifier]\nenvironment_mode = "both"\n', "task.toml: verifier.environment_mode: Input should be"),
-])
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("task.yaml", "difficulty: easy\n", "task.yaml: instruction: missing or empty"),
+        (
+            "task.yaml",
+            "instruction: x\nmax_agent_timeout_sec: soon\n",
+            "task.yaml: max_agent_timeout_sec: Input should be a valid number",
+        ),
+        ("task.yaml", "instruction: x\ndifficulty: brutal\n", "difficulty: 'brutal' is not one of"),
+        ("task.yaml", "instruction: [unclosed\n", "task.yaml: line 2: invalid YAML"),
+        ("task.toml", '[task]\nname = "no-slash"\n', "task.toml: task.name: String should match pattern"),
+        (
+            "task.toml",
+            '[task]\nname = "a/b"\n[environment]\nmemory = "lots"\n',
+            "task.toml: environment.memory: String should match",
+        ),
+        (
+            "task.toml",
+            '[task]\nname = "a/b"\n[verifier]\nenvironment_mode = "both"\n',
+            "task.toml: verifier.environment_mode: Input should be",
+        ),
+    ],
+)
 def test_malformed_imported_packages_fail_in_one_line_naming_file_and_field(tmp_path, name, text, message):
     src = COMPAT / ("terminal-bench/tb-word-count" if name == "task.yaml" else "harbor/hb-sorted-output")
     d = tmp_path / "bad"
@@ -193,12 +253,15 @@ def test_keystroke_solution_yaml_becomes_key_and_command_actions():
 
 # -- contamination guard ----------------------------------------------------------------------------
 
+
 def test_benchmark_tasks_are_eval_only_and_never_in_train(tmp_path):
     dirs = [COMPAT / "terminal-bench", COMPAT / "harbor"]
     train = list_tasks(split="train", task_dirs=dirs)
     assert not any(t.startswith("tb-") for t in train) and "hb-log-levels" not in train
     assert "hb-sorted-output" in train or split_of("hb-sorted-output") == "test"  # an ordinary task: by hash
-    with pytest.raises(TaskError, match=r"tb-word-count: an imported benchmark task is eval-only \(benchmark canary string"):
+    with pytest.raises(
+        TaskError, match=r"tb-word-count: an imported benchmark task is eval-only \(benchmark canary string"
+    ):
         training_tasks(["hello-file", "tb-word-count"], task_dirs=dirs)
     with pytest.raises(TaskError, match="benchmark org 'terminal-bench'"):
         training_tasks(["hb-log-levels"], task_dirs=dirs)
@@ -220,6 +283,7 @@ def test_decontam_reads_both_layouts():
 
 
 # -- images -----------------------------------------------------------------------------------------
+
 
 def test_image_map_file_and_errors(tmp_path):
     m = tmp_path / "map.toml"
@@ -244,6 +308,7 @@ def test_cli_rejects_a_malformed_image_map_in_one_line(tmp_path):
 
 # -- export -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fmt", ["harbor", "terminal-bench"])
 def test_export_writes_a_loadable_package_with_the_same_checks(tmp_path, fmt):
     from t1env.export import export
@@ -262,6 +327,7 @@ def test_export_writes_a_loadable_package_with_the_same_checks(tmp_path, fmt):
 
 
 # -- episodes on the local backend -------------------------------------------------------------------
+
 
 @pytest.mark.needs_bwrap
 @pytest.mark.parametrize("name", ["harbor/hb-sorted-output", "harbor/hb-reward-json", "terminal-bench/tb-keystrokes"])
@@ -294,6 +360,7 @@ def test_script_verifier_ignores_a_reward_file_the_agent_planted():
 
 # -- the Docker backend: every fixture, network off ----------------------------------------------------
 
+
 def _docker_ready() -> tuple[bool, str]:
     try:
         from t1env.sandbox import docker as D
@@ -319,7 +386,9 @@ def no_network(monkeypatch):
     from t1env.sandbox.base import SandboxConfig
 
     original = SandboxConfig.from_task.__func__
-    monkeypatch.setattr(SandboxConfig, "from_task", classmethod(lambda cls, task, **kw: original(cls, task, **{**kw, "network": False})))
+    monkeypatch.setattr(
+        SandboxConfig, "from_task", classmethod(lambda cls, task, **kw: original(cls, task, **{**kw, "network": False}))
+    )
 
 
 @pytest.fixture
@@ -409,8 +478,10 @@ def test_tests_dependencies_are_in_the_verifiers_image_only(offline):
         obs, *_ = env.step("python3 -c 'import tabulate' 2>&1 | tail -1")
         assert "No module named 'tabulate'" in str(obs)
         fake = "def tabulate(*args, **kwargs):\n    return 'forged'\n"
-        env.step(f"for d in $(python3 -c 'import site, sysconfig; print(sysconfig.get_paths()[\"purelib\"], site.getusersitepackages())') /app;"
-                 f" do mkdir -p $d && printf '{fake}' > $d/tabulate.py; done; echo forged > /app/table.md")
+        env.step(
+            f"for d in $(python3 -c 'import site, sysconfig; print(sysconfig.get_paths()[\"purelib\"], site.getusersitepackages())') /app;"
+            f" do mkdir -p $d && printf '{fake}' > $d/tabulate.py; done; echo forged > /app/table.md"
+        )
         _, reward, _, _, info = env.step({"submit": True})
     finally:
         env.close()
@@ -458,6 +529,7 @@ def test_export_round_trip_keeps_per_check_results(tmp_path, offline):
 
 # -- interop with Harbor's own package (Python >= 3.12, in a venv of its own) ----------------------------
 
+
 @pytest.fixture(scope="module")
 def harbor_python(interop_python):
     return interop_python  # tests/conftest.py: a Python >= 3.12 venv with the harbor package
@@ -468,7 +540,11 @@ def test_harbor_taskconfig_reads_every_exported_and_fixture_task_toml(tmp_path, 
     from t1env.export import export
     from t1env.registry import builtin_tasks_dir
 
-    ids = sorted(p.name for p in builtin_tasks_dir().iterdir() if (p / "task.toml").is_file() and not (p / "environment" / "Dockerfile").is_file())
+    ids = sorted(
+        p.name
+        for p in builtin_tasks_dir().iterdir()
+        if (p / "task.toml").is_file() and not (p / "environment" / "Dockerfile").is_file()
+    )
     dirs = export([get_task(i) for i in ids], "harbor", tmp_path)
     files = [str(d / "task.toml") for d in dirs] + [str(p / "task.toml") for p in HB]
     script = textwrap.dedent("""
@@ -494,8 +570,10 @@ def test_what_harbors_terminal_bench_mapper_writes_t1_runs(tmp_path, harbor_pyth
     src.mkdir()
     for name in ("tb-word-count", "tb-expected-files"):
         shutil.copytree(COMPAT / "terminal-bench" / name, src / name)
-    script = ("import sys; from pathlib import Path; from harbor.mappers.terminal_bench import TerminalBenchMapper; "
-              "r = TerminalBenchMapper().map(Path(sys.argv[1]), Path(sys.argv[2])); print(len(r.mapped), r.failed)")
+    script = (
+        "import sys; from pathlib import Path; from harbor.mappers.terminal_bench import TerminalBenchMapper; "
+        "r = TerminalBenchMapper().map(Path(sys.argv[1]), Path(sys.argv[2])); print(len(r.mapped), r.failed)"
+    )
     r = subprocess.run([harbor_python, "-c", script, str(src), str(tmp_path / "out")], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("2 []"), r.stdout + r.stderr[-2000:]
     for name in ("tb-word-count", "tb-expected-files"):

@@ -19,8 +19,10 @@ def tb_task(root, tid, instruction, tests):
     d = root / "tasks" / tid
     (d / "tests").mkdir(parents=True)
     body = textwrap.indent(instruction.strip(), "  ")
-    (d / "task.yaml").write_text(f"instruction: |-\n{body}\nauthor_email: someone@example.com\ndifficulty: medium\n"
-                                 "tags:\n  - files\nmax_agent_timeout_sec: 360.0\n")
+    (d / "task.yaml").write_text(
+        f"instruction: |-\n{body}\nauthor_email: someone@example.com\ndifficulty: medium\n"
+        "tags:\n  - files\nmax_agent_timeout_sec: 360.0\n"
+    )
     (d / "tests" / "test_outputs.py").write_text(tests)
     (d / "run-tests.sh").write_text("#!/bin/bash\npytest $TEST_DIR/test_outputs.py\n")
     (d / "solution.sh").write_text("echo solved\n")
@@ -35,12 +37,21 @@ def harbor_task(root, tid, instruction, tests):
 
 
 CLEAN = [
-    ("train-fasttext", "Train a fastText model on the Yelp reviews data in /app/data and save it as model.bin; "
-     "it must reach an accuracy of at least 0.62 on the private test set and be smaller than 150MB."),
-    ("fix-pandas-version", "The script /app/analyze.py fails with a pandas version error after an upgrade. Pin "
-     "compatible versions in requirements.txt so that running python analyze.py prints the monthly totals again."),
-    ("qemu-startup", "Start the alpine image in /app/alpine.iso with qemu so that it is reachable over telnet on "
-     "port 6665 and leave it running in the background once the login prompt appears for the grader."),
+    (
+        "train-fasttext",
+        "Train a fastText model on the Yelp reviews data in /app/data and save it as model.bin; "
+        "it must reach an accuracy of at least 0.62 on the private test set and be smaller than 150MB.",
+    ),
+    (
+        "fix-pandas-version",
+        "The script /app/analyze.py fails with a pandas version error after an upgrade. Pin "
+        "compatible versions in requirements.txt so that running python analyze.py prints the monthly totals again.",
+    ),
+    (
+        "qemu-startup",
+        "Start the alpine image in /app/alpine.iso with qemu so that it is reachable over telnet on "
+        "port 6665 and leave it running in the background once the login prompt appears for the grader.",
+    ),
 ]
 CLEAN_TESTS = "import os\n\ndef test_model_size():\n    assert os.path.getsize('/app/model.bin') < 150 * 2**20\n"
 
@@ -105,6 +116,8 @@ def test_near_copies_are_listed_and_exit_nonzero(tmp_path, capsys):
 
 def test_threshold_controls_what_is_reported(tmp_path):
     ours = [Doc("a", "instruction", " ".join(f"w{i}" for i in range(100)))]
-    theirs = [Doc("b", "instruction", " ".join(f"w{i}" for i in range(60)) + " " + " ".join(f"x{i}" for i in range(60)))]
+    theirs = [
+        Doc("b", "instruction", " ".join(f"w{i}" for i in range(60)) + " " + " ".join(f"x{i}" for i in range(60)))
+    ]
     assert [round(m.containment, 2) for m in compare(ours, theirs, n=8, threshold=0.5)] == [0.57]
     assert compare(ours, theirs, n=8, threshold=0.6) == []

@@ -6,8 +6,19 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["t1env.agents", "t1env.argtypes", "t1env.families", "t1env.families.base",
-                                    "t1env.families.chain", "t1env.options", "t1env.task", "t1env.task_model"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "t1env.agents",
+        "t1env.argtypes",
+        "t1env.families",
+        "t1env.families.base",
+        "t1env.families.chain",
+        "t1env.options",
+        "t1env.task",
+        "t1env.task_model",
+    ],
+)
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

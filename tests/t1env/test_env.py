@@ -182,17 +182,20 @@ def test_bad_constructor_arguments():
         TerminalEnv(task="nope")
 
 
-@pytest.mark.parametrize("action", [
-    {"command": "true", "timeout": 0},
-    {"command": "true", "timeout": -1},
-    {"command": "true", "timeout": float("nan")},
-    {"command": "true", "timeout": float("inf")},
-    {"command": "true", "timeout": "5"},
-    {"command": "true", "timeout": True},
-    {"keys": ["a"], "wait": 0},
-    {"keys": ["a"], "wait": float("nan")},
-    {"keys": ["a"], "wait": "1"},
-])
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"command": "true", "timeout": 0},
+        {"command": "true", "timeout": -1},
+        {"command": "true", "timeout": float("nan")},
+        {"command": "true", "timeout": float("inf")},
+        {"command": "true", "timeout": "5"},
+        {"command": "true", "timeout": True},
+        {"keys": ["a"], "wait": 0},
+        {"keys": ["a"], "wait": float("nan")},
+        {"keys": ["a"], "wait": "1"},
+    ],
+)
 def test_timeout_and_wait_must_be_finite_positive_seconds(action):
     env = TerminalEnv(task="hello-file")
     env.reset(seed=0)
@@ -228,19 +231,22 @@ def test_keys_list_has_a_length_cap():
     env.close()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(tasks="hello-file"), r"tasks= takes a list, got the single value 'hello-file': use task='hello-file'"),
-    (dict(task="hello-file", task_dirs="tasks"), r"task_dirs= takes a list.*use task_dirs=\['tasks'\]"),
-    (dict(tasks=["hello-file", 3]), r"tasks= takes a list of strings, got an item 3"),
-    (dict(task=["hello-file"]), r"task= takes one task id.*use tasks="),
-    (dict(task="hello-file", command_timeout=0), r"command_timeout must be a finite number of seconds > 0"),
-    (dict(task="hello-file", agent_timeout=float("inf")), r"agent_timeout must be a finite number"),
-    (dict(task="hello-file", verifier_timeout="60"), r"verifier_timeout must be a finite number"),
-    (dict(task="hello-file", max_output_bytes=0), r"max_output_bytes must be an integer >= 1"),
-    (dict(task="hello-file", max_output_bytes=1.5), r"max_output_bytes must be an integer >= 1"),
-    (dict(task="hello-file", max_turns="10"), r"max_turns must be an integer >= 1"),
-    (dict(task="hello-file", prestart="no"), r"prestart must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(tasks="hello-file"), r"tasks= takes a list, got the single value 'hello-file': use task='hello-file'"),
+        (dict(task="hello-file", task_dirs="tasks"), r"task_dirs= takes a list.*use task_dirs=\['tasks'\]"),
+        (dict(tasks=["hello-file", 3]), r"tasks= takes a list of strings, got an item 3"),
+        (dict(task=["hello-file"]), r"task= takes one task id.*use tasks="),
+        (dict(task="hello-file", command_timeout=0), r"command_timeout must be a finite number of seconds > 0"),
+        (dict(task="hello-file", agent_timeout=float("inf")), r"agent_timeout must be a finite number"),
+        (dict(task="hello-file", verifier_timeout="60"), r"verifier_timeout must be a finite number"),
+        (dict(task="hello-file", max_output_bytes=0), r"max_output_bytes must be an integer >= 1"),
+        (dict(task="hello-file", max_output_bytes=1.5), r"max_output_bytes must be an integer >= 1"),
+        (dict(task="hello-file", max_turns="10"), r"max_turns must be an integer >= 1"),
+        (dict(task="hello-file", prestart="no"), r"prestart must be True or False"),
+    ],
+)
 def test_make_kwargs_are_validated_with_a_message_that_says_the_fix(kwargs, match):
     with pytest.raises(ValueError, match=match):
         gym.make("T1Terminal-v0", **kwargs)

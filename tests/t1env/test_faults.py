@@ -77,8 +77,10 @@ def test_sandbox_killed_during_a_command_ends_the_episode_with_the_reason(backen
         assert time.monotonic() - t0 < 30
         assert truncated and not terminated and reward == 0.0
         assert info["end_reason"] == "sandbox_error" and info["error"].startswith("sandbox failure: ")
-        why = {"docker": r"the sandbox is gone: container \w{12} exited \(code 137\)$",
-               "local": r"sandbox is not running \(it was stopped or its init process died\)$"}[backend]
+        why = {
+            "docker": r"the sandbox is gone: container \w{12} exited \(code 137\)$",
+            "local": r"sandbox is not running \(it was stopped or its init process died\)$",
+        }[backend]
         assert re.search(why, info["error"]), info["error"]
         assert obs.startswith("[t1] the sandbox failed and the episode was ended")
         assert info["passed"] == 0 and info["total"] == 3
@@ -156,8 +158,9 @@ def test_command_over_the_memory_limit_is_killed_and_the_shell_lives_on(backend,
         obs, _, _, truncated, info = env.step(_HOG)
         assert "allocated" not in obs and not truncated
         assert info["exit_code"] == 137 and info["oom_killed"], (obs, info)
-        assert obs.endswith("[t1] the out-of-memory killer ended a process: the sandbox's memory limit (64 MiB) "
-                            "was reached\n"), obs
+        assert obs.endswith(
+            "[t1] the out-of-memory killer ended a process: the sandbox's memory limit (64 MiB) was reached\n"
+        ), obs
         obs, _, _, _, info = env.step("sh -c 'kill -9 $$'")  # a SIGKILL that is not the memory limit's
         assert info["exit_code"] == 137 and not info["oom_killed"] and "[t1]" not in obs
         obs, _, _, _, info = env.step("echo still here")
@@ -172,7 +175,7 @@ def test_command_over_the_memory_limit_is_killed_and_the_shell_lives_on(backend,
 # -- the verifier's timeout ---------------------------------------------------------------------
 
 _HANGING_CHECK = {
-    "test_out.py": '''
+    "test_out.py": """
         import subprocess, time
         from pathlib import Path
 
@@ -186,7 +189,7 @@ _HANGING_CHECK = {
 
         def test_single_line():
             assert Path("/app/out.txt").read_text().count("\\n") == 1
-    '''
+    """
 }
 
 
@@ -290,8 +293,14 @@ print(json.dumps(out), flush=True)
 
 
 def _start_driver(task: Path, backends: str, tmpdir: Path) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", _DRIVER, str(task), backends], cwd=ROOT, text=True,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmpdir)})
+    p = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, str(task), backends],
+        cwd=ROOT,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+    )
     line = p.stdout.readline()
     assert line == "ready\n", f"driver did not start: {line!r}"
     return p
@@ -383,8 +392,14 @@ def test_gc_removes_what_a_killed_driver_left_and_nothing_of_a_live_one(make_tas
         before_gc = _still_there(left)
         assert before_gc["folders"] and before_gc["cgroups"] and before_gc["containers"] and before_gc["volumes"]
 
-        gc = subprocess.run([sys.executable, "-m", "t1env", "gc"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "TMPDIR": str(sandbox_tmpdir)})
+        gc = subprocess.run(
+            [sys.executable, "-m", "t1env", "gc"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TMPDIR": str(sandbox_tmpdir)},
+        )
         assert gc.returncode == 0, gc.stderr
         assert "removed 2 orphaned local sandbox folder(s)" in gc.stdout, gc.stdout
         deadline = time.monotonic() + 10  # processes of removed containers exit after the engine ends them
@@ -403,5 +418,10 @@ def test_gc_removes_what_a_killed_driver_left_and_nothing_of_a_live_one(make_tas
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        subprocess.run([sys.executable, "-m", "t1env", "gc"], cwd=ROOT, capture_output=True, timeout=120,
-                       env={**os.environ, "TMPDIR": str(sandbox_tmpdir)})  # what a failed run left
+        subprocess.run(
+            [sys.executable, "-m", "t1env", "gc"],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=120,
+            env={**os.environ, "TMPDIR": str(sandbox_tmpdir)},
+        )  # what a failed run left

@@ -48,10 +48,13 @@ def _ray_node(ns: str, tmp: Path, *args: str) -> subprocess.Popen:
     tmp.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, RAY_TMPDIR=str(tmp), RAY_USAGE_STATS_ENABLED="0")
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    return subprocess.Popen(["nsenter", f"--net={ns}", ray_cli, "start", "--block", "--num-cpus=1",
-                             "--disable-usage-stats", *args],
-                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=open(tmp / "start.log", "w"))
+    return subprocess.Popen(
+        ["nsenter", f"--net={ns}", ray_cli, "start", "--block", "--num-cpus=1", "--disable-usage-stats", *args],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp / "start.log", "w"),
+    )
 
 
 def _wait_for_nodes(n: int) -> None:
@@ -65,14 +68,20 @@ def _wait_for_nodes(n: int) -> None:
 @pytest.fixture(scope="module")
 def cluster():
     if any(shutil.which(p) is None for p in ("unshare", "nsenter", "ip")) or os.geteuid() != 0:
-        pytest.skip("needs root with unshare, nsenter (util-linux) and ip (iproute2) to give Ray a network "
-                    "namespace of its own")
-    holder = subprocess.Popen(["unshare", "-n", "sh", "-c", "ip link set lo up && echo ready && exec sleep infinity"],
-                              stdout=subprocess.PIPE, text=True)
+        pytest.skip(
+            "needs root with unshare, nsenter (util-linux) and ip (iproute2) to give Ray a network namespace of its own"
+        )
+    holder = subprocess.Popen(
+        ["unshare", "-n", "sh", "-c", "ip link set lo up && echo ready && exec sleep infinity"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "ready"
     ns = f"/proc/{holder.pid}/ns/net"
     root = Path(tempfile.mkdtemp(prefix="t1-ray-"))
-    head = _ray_node(ns, root / "head", "--head", f"--port={PORT}", "--include-dashboard=false", '--resources={"sandbox": 2}')
+    head = _ray_node(
+        ns, root / "head", "--head", f"--port={PORT}", "--include-dashboard=false", '--resources={"sandbox": 2}'
+    )
     nodes = [head]
     own_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
@@ -195,8 +204,25 @@ def test_rollout_runner_on_ray_matches_in_process(cluster):
 def test_t1env_eval_ray_command(cluster, tmp_path):
     """`t1env eval TASK --ray ADDRESS` from a shell in the cluster's network namespace."""
     out = tmp_path / "job"
-    subprocess.run(["nsenter", f"--net={cluster}", sys.executable, "-m", "t1env", "eval", "hello-file",
-                    "--attempts", "2", "--out", str(out), "--ray", f"127.0.0.1:{PORT}"],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            "nsenter",
+            f"--net={cluster}",
+            sys.executable,
+            "-m",
+            "t1env",
+            "eval",
+            "hello-file",
+            "--attempts",
+            "2",
+            "--out",
+            str(out),
+            "--ray",
+            f"127.0.0.1:{PORT}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     m = json.loads((out / "result.json").read_text())
     assert (m["executor"], m["n_trials"], m["resolved_rate"]) == ("ray", 2, 1.0)

@@ -31,7 +31,11 @@ from t1env.registry import get_task
 from t1env.verify import verify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
-TASKS = {"hello-file": "hello-file", "script": str(FIXTURES / "integrity-script"), "service": str(FIXTURES / "integrity-service")}
+TASKS = {
+    "hello-file": "hello-file",
+    "script": str(FIXTURES / "integrity-script"),
+    "service": str(FIXTURES / "integrity-service"),
+}
 
 
 def _docker_ready() -> tuple[bool, str]:
@@ -148,7 +152,7 @@ def write(path: str, text: str, mode: str = "644") -> str:
     """A shell command that writes ``text`` to ``path`` (parents made; errors ignored: a read-only
     target is the attack failing, not the test)."""
     b64 = base64.b64encode(text.encode()).decode()
-    return f"mkdir -p \"$(dirname {path})\" 2>/dev/null; echo {b64} | base64 -d > {path} 2>/dev/null; chmod {mode} {path} 2>/dev/null; true"
+    return f'mkdir -p "$(dirname {path})" 2>/dev/null; echo {b64} | base64 -d > {path} 2>/dev/null; chmod {mode} {path} 2>/dev/null; true'
 
 
 USER_SITE = "$(python3 -c 'import site; print(site.getusersitepackages())')"
@@ -159,7 +163,9 @@ STDLIB = "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"stdlib\"
 def bg(script: str) -> str:
     """Start ``script`` (bash) as a daemon that outlives the shell: setsid, nohup and a double fork."""
     b64 = base64.b64encode(script.encode()).decode()
-    return f"echo {b64} | base64 -d > /tmp/.d.sh; (setsid nohup bash /tmp/.d.sh >/dev/null 2>&1 </dev/null &) ; sleep 0.3"
+    return (
+        f"echo {b64} | base64 -d > /tmp/.d.sh; (setsid nohup bash /tmp/.d.sh >/dev/null 2>&1 </dev/null &) ; sleep 0.3"
+    )
 
 
 # -- start-up hooks -------------------------------------------------------------------------------
@@ -168,7 +174,7 @@ def bg(script: str) -> str:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_usercustomize_in_user_site_is_not_run(backend):
     hook = forge_py("hello-file", exit_after=True)
-    info = assert_no_gain(backend, "hello-file", [f'd={USER_SITE}; ' + write("$d/usercustomize.py", hook)])
+    info = assert_no_gain(backend, "hello-file", [f"d={USER_SITE}; " + write("$d/usercustomize.py", hook)])
     assert any(t["kind"] == "startup_hook" for t in info["tamper"])
 
 
@@ -176,7 +182,11 @@ def test_usercustomize_in_user_site_is_not_run(backend):
 def test_pth_file_in_user_and_system_site_is_not_run(backend):
     hook = forge_py("hello-file", exit_after=True)
     line = "import base64; exec(base64.b64decode(%r))\n" % base64.b64encode(hook.encode()).decode()
-    assert_no_gain(backend, "hello-file", [f'd={USER_SITE}; ' + write("$d/zz-t1.pth", line), f'd={SYS_SITE}; ' + write("$d/zz-t1.pth", line)])
+    assert_no_gain(
+        backend,
+        "hello-file",
+        [f"d={USER_SITE}; " + write("$d/zz-t1.pth", line), f"d={SYS_SITE}; " + write("$d/zz-t1.pth", line)],
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -239,7 +249,7 @@ def test_process_table_filled_just_before_submit(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_python3_replaced_on_path(backend):
-    fake = "#!/bin/sh\nexec /usr/bin/python3.real \"$@\"\n"
+    fake = '#!/bin/sh\nexec /usr/bin/python3.real "$@"\n'
     forge = forge_py("hello-file", exit_after=True)
     wrapper = "#!/usr/bin/python3 -S\n" + forge
     commands = [
@@ -325,12 +335,29 @@ def test_conftest_ini_and_plugin_injection(backend):
     ini = "[pytest]\naddopts = -p t1attack\n"
     pyproject = "[tool.pytest.ini_options]\naddopts = '-p t1attack'\n"
     entry = "[pytest11]\nt1attack = t1attack\n"
-    commands = [write(f"{d}/conftest.py", conftest) for d in ("/app", "/tmp", "/root", "", "/.t1-verifier", "/.t1-verifier/tests")]
+    commands = [
+        write(f"{d}/conftest.py", conftest)
+        for d in ("/app", "/tmp", "/root", "", "/.t1-verifier", "/.t1-verifier/tests")
+    ]
     commands += [write(f"{d}/pytest.ini", ini) for d in ("/app", "", "/tmp")]
-    commands += [write("/app/pyproject.toml", pyproject), write("/app/tox.ini", ini), write("/app/setup.cfg", ini.replace("[pytest]", "[tool:pytest]"))]
-    commands += [f'd={site}; ' + write("$d/t1attack.py", conftest) + "; " + write("$d/t1attack-1.0.dist-info/entry_points.txt", entry)
-                 + "; " + write("$d/t1attack-1.0.dist-info/METADATA", "Name: t1attack\nVersion: 1.0\n") for site in (USER_SITE, SYS_SITE)]
-    commands += [write("/etc/environment", "PYTEST_ADDOPTS=-p t1attack\nPYTEST_PLUGINS=t1attack\n"), "export PYTEST_ADDOPTS='-p t1attack' PYTEST_PLUGINS=t1attack"]
+    commands += [
+        write("/app/pyproject.toml", pyproject),
+        write("/app/tox.ini", ini),
+        write("/app/setup.cfg", ini.replace("[pytest]", "[tool:pytest]")),
+    ]
+    commands += [
+        f"d={site}; "
+        + write("$d/t1attack.py", conftest)
+        + "; "
+        + write("$d/t1attack-1.0.dist-info/entry_points.txt", entry)
+        + "; "
+        + write("$d/t1attack-1.0.dist-info/METADATA", "Name: t1attack\nVersion: 1.0\n")
+        for site in (USER_SITE, SYS_SITE)
+    ]
+    commands += [
+        write("/etc/environment", "PYTEST_ADDOPTS=-p t1attack\nPYTEST_PLUGINS=t1attack\n"),
+        "export PYTEST_ADDOPTS='-p t1attack' PYTEST_PLUGINS=t1attack",
+    ]
     assert_no_gain(backend, "hello-file", commands)
 
 
@@ -461,10 +488,33 @@ def test_forged_report_names_are_tamper_events_not_checks(make_task):
 
     task = get_task(make_task())
     declared = task.declared_checks()
-    lines = [{"event": "ready", "dumpable": False, "hooks": []}, {"event": "collected", "nodeids": declared + ["test_x.py::test_new"]}]
-    lines += [{"event": "result", "nodeid": declared[0], "when": "call", "outcome": "failed", "message": "no", "duration": 0.1}]
-    lines += [{"event": "result", "nodeid": declared[0], "when": "call", "outcome": "passed", "message": "", "duration": 0.1}]
-    lines += [{"event": "result", "nodeid": "test_x.py::test_new", "when": "call", "outcome": "passed", "message": "", "duration": 0.1}]
+    lines = [
+        {"event": "ready", "dumpable": False, "hooks": []},
+        {"event": "collected", "nodeids": declared + ["test_x.py::test_new"]},
+    ]
+    lines += [
+        {
+            "event": "result",
+            "nodeid": declared[0],
+            "when": "call",
+            "outcome": "failed",
+            "message": "no",
+            "duration": 0.1,
+        }
+    ]
+    lines += [
+        {"event": "result", "nodeid": declared[0], "when": "call", "outcome": "passed", "message": "", "duration": 0.1}
+    ]
+    lines += [
+        {
+            "event": "result",
+            "nodeid": "test_x.py::test_new",
+            "when": "call",
+            "outcome": "passed",
+            "message": "",
+            "duration": 0.1,
+        }
+    ]
     raw = ("\n".join(json.dumps(x) for x in lines) + "\nnot json\n[1, 2]\n").encode()
     events, tamper = read_report(raw)
     res = _assemble(events, declared, None, "", 0.0, tamper)
@@ -509,7 +559,9 @@ def test_agent_processes_cannot_reach_the_shared_mode_verifier(backend, make_tas
     from t1env.sandbox import make_sandbox
     from t1env.verify import verify
 
-    tests = {"test_slow.py": "import time\n\ndef test_a():\n    time.sleep(1.5)\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"}
+    tests = {
+        "test_slow.py": "import time\n\ndef test_a():\n    time.sleep(1.5)\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"
+    }
     task = get_task(make_task(task_id="probe", toml_extra='[verifier]\nmode = "shared"\n', tests=tests))
     box = make_sandbox(backend, task)
     box.start()
@@ -555,16 +607,28 @@ WAKERS = textwrap.dedent(
 def test_processes_that_sigcont_each_other_cannot_outrun_the_freeze(backend):
     """Where no cgroup freezer is writable (t1 as a normal user: CI runs this file as one too), the freeze is
     ptrace's, which a SIGCONT does not undo; a SIGSTOP loop lost this race (3/3 forged in 2 of 7 runs)."""
-    info = assert_no_gain(backend, "service", [write("/tmp/.forge.py", forge_py("service", exit_after=False)),
-                                               write("/tmp/.wakers.py", WAKERS), bg("python3 /tmp/.wakers.py")])
+    info = assert_no_gain(
+        backend,
+        "service",
+        [
+            write("/tmp/.forge.py", forge_py("service", exit_after=False)),
+            write("/tmp/.wakers.py", WAKERS),
+            bg("python3 /tmp/.wakers.py"),
+        ],
+    )
     if backend == "local":
         assert any("frozen (" in n for n in info["verifier_notes"]), info["verifier_notes"]
 
 
 # -- answer keys, staging and the checks' environment (issue 24, parts 2-4) -----------------------------------
 
-TASKS.update({"stop-scratch": "processes-stop-scratch", "lock-holder": "process-lock-holder",
-              "tools": str(FIXTURES / "integrity-tools")})
+TASKS.update(
+    {
+        "stop-scratch": "processes-stop-scratch",
+        "lock-holder": "process-lock-holder",
+        "tools": str(FIXTURES / "integrity-tools"),
+    }
+)
 
 
 def play_and_look(backend: str, task: str, commands: list[str]) -> tuple[tuple[float, int, int], dict, object]:
@@ -620,8 +684,10 @@ def _answer_keys(names: dict[str, str]) -> str:
             time.sleep(0.01)
         """
     )
-    return "; ".join([write(f"/tmp/.t1-{n}", text) for n, text in names.items()]
-                     + [write("/tmp/.keys.py", watcher), bg("python3 /tmp/.keys.py")])
+    return "; ".join(
+        [write(f"/tmp/.t1-{n}", text) for n, text in names.items()]
+        + [write("/tmp/.keys.py", watcher), bg("python3 /tmp/.keys.py")]
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -673,19 +739,23 @@ def _tool_configs() -> list[str]:
     and leaves a marker /tmp/.ran-<where>) or changing what the tool prints."""
     run = "python3 /tmp/.evil.py"
     hook = "#!/bin/sh\n" + run + " hook-$(basename $0)\n"
-    gitconfig = f"[core]\n\tfsmonitor = {run} fsmonitor\n\thooksPath = /tmp/.hooks\n\tpager = {run} pager\n" \
-                f"[credential]\n\thelper = !{run} credential\n[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {run}\n"
+    gitconfig = (
+        f"[core]\n\tfsmonitor = {run} fsmonitor\n\thooksPath = /tmp/.hooks\n\tpager = {run} pager\n"
+        f"[credential]\n\thelper = !{run} credential\n[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {run}\n"
+    )
     marker = "\nimport sys\nopen('/tmp/.ran-' + (sys.argv[1:] or ['x'])[0], 'w').close()\n"
     evil = forge_py("tools", exit_after=False) + marker
-    cmds = [write("/tmp/.evil.py", evil),
-            write("/root/.gitconfig", gitconfig.replace("fsmonitor\n", "global-fsmonitor\n")),
-            write("/root/.config/git/config", gitconfig.replace("fsmonitor\n", "xdg-fsmonitor\n")),
-            write("/etc/gitconfig", gitconfig.replace("fsmonitor\n", "system-fsmonitor\n")),  # Docker: writable
-            "cat /root/.gitconfig >> /app/repo/.git/config",  # the repository's own config: hooks, fsmonitor
-            write("/root/.curlrc", 'trace-ascii = "/tmp/.ran-curlrc"\nwrite-out = "FORGED"\n'),
-            write("/root/.config/pip/pip.conf", "[global]\nlog = /tmp/.ran-pip\n"),
-            write("/root/.pip/pip.conf", "[global]\nlog = /tmp/.ran-pip\n"),
-            write("/root/.npmrc", "cache=/tmp/.ran-npm\n")]
+    cmds = [
+        write("/tmp/.evil.py", evil),
+        write("/root/.gitconfig", gitconfig.replace("fsmonitor\n", "global-fsmonitor\n")),
+        write("/root/.config/git/config", gitconfig.replace("fsmonitor\n", "xdg-fsmonitor\n")),
+        write("/etc/gitconfig", gitconfig.replace("fsmonitor\n", "system-fsmonitor\n")),  # Docker: writable
+        "cat /root/.gitconfig >> /app/repo/.git/config",  # the repository's own config: hooks, fsmonitor
+        write("/root/.curlrc", 'trace-ascii = "/tmp/.ran-curlrc"\nwrite-out = "FORGED"\n'),
+        write("/root/.config/pip/pip.conf", "[global]\nlog = /tmp/.ran-pip\n"),
+        write("/root/.pip/pip.conf", "[global]\nlog = /tmp/.ran-pip\n"),
+        write("/root/.npmrc", "cache=/tmp/.ran-npm\n"),
+    ]
     for name in ("post-index-change", "reference-transaction", "pre-commit", "post-checkout", "pre-auto-gc"):
         cmds += [write(f"/tmp/.hooks/{name}", hook, "755"), write(f"/app/repo/.git/hooks/{name}", hook, "755")]
     return cmds
@@ -703,7 +773,13 @@ def test_the_agents_tool_configuration_is_not_read_by_the_checks(backend):
     assert sorted(p for p in files if p.startswith("/tmp/.ran-")) == []  # none of the agent's programs ran
     assert got == expected and res.error is None, ([(c.name, c.passed, c.message) for c in res.checks], res.error)
     recorded = " ".join(t["detail"] for t in res.tamper if t["kind"] == "tool_config")  # the attempt is on record
-    for where in ("/root/.gitconfig: ", "/app/repo/.git/config: ", "/root/.curlrc", "/root/.npmrc", "pre-commit: a git hook"):
+    for where in (
+        "/root/.gitconfig: ",
+        "/app/repo/.git/config: ",
+        "/root/.curlrc",
+        "/root/.npmrc",
+        "pre-commit: a git hook",
+    ):
         assert where in recorded, (where, res.tamper)
 
 
@@ -713,8 +789,9 @@ def test_the_agents_tool_configuration_is_not_read_by_the_checks(backend):
 # check's process is refused) and ``harbor-agent-module`` (an imported Harbor task: allowed, recorded in
 # info["checks_trusting_agent_code"], confined to the check that loaded it).
 
-TASKS.update({"agent-module": str(FIXTURES / "integrity-agent-module"),
-              "hb-agent-module": str(FIXTURES / "harbor-agent-module")})
+TASKS.update(
+    {"agent-module": str(FIXTURES / "integrity-agent-module"), "hb-agent-module": str(FIXTURES / "harbor-agent-module")}
+)
 IN_PROCESS = "test_calc.py::test_add_loaded_in_process"  # importlib on /app/calc.py: refused, whoever wrote it
 SHADOWED = "test_calc.py::test_answer_with_app_on_sys_path"  # /app on sys.path, then `import colorsys`
 HB_IMPORTS = "test_outputs.py::test_add"  # `import calc` from /app
@@ -736,8 +813,10 @@ def stand_in_images(monkeypatch, tmp_path_factory, backend):
 
 
 def refused(info: dict, check: str, path: str) -> bool:
-    return any(t["kind"] == "agent_code_in_check" and t["detail"].startswith(check) and path in t["detail"]
-               for t in info["tamper"])
+    return any(
+        t["kind"] == "agent_code_in_check" and t["detail"].startswith(check) and path in t["detail"]
+        for t in info["tamper"]
+    )
 
 
 def agent_module_baseline(backend: str) -> tuple[float, int, int]:
@@ -747,8 +826,11 @@ def agent_module_baseline(backend: str) -> tuple[float, int, int]:
     key = (backend, "agent-module")
     if key not in _noop:
         _, info = play(backend, "agent-module", [oracle_command(get_task(TASKS["agent-module"]))])
-        assert [(c["name"], c["passed"]) for c in info["checks"]] == [(IN_PROCESS, False), (SHADOWED, True),
-                                                                       ("test_calc.py::test_notes_kept", True)], info
+        assert [(c["name"], c["passed"]) for c in info["checks"]] == [
+            (IN_PROCESS, False),
+            (SHADOWED, True),
+            ("test_calc.py::test_notes_kept", True),
+        ], info
         assert info["verifier_error"] is None and refused(info, IN_PROCESS, "/app/calc.py"), info["tamper"]
         r, info = play(backend, "agent-module", [])
         _noop[key] = (r, info["passed"], info["total"])
@@ -794,7 +876,9 @@ def test_imported_tasks_agent_module_changes_at_most_its_own_check(backend, stan
     others = [(c["name"], c["passed"]) for c in info["checks"] if c["name"] != HB_IMPORTS]
     assert others == [(c["name"], c["passed"]) for c in noop["checks"] if c["name"] != HB_IMPORTS]
     assert info["checks_trusting_agent_code"] == [HB_IMPORTS]
-    assert any(t["kind"] == "cross_check_result" and t["detail"].startswith(HB_IMPORTS) for t in info["tamper"]), info["tamper"]
+    assert any(t["kind"] == "cross_check_result" and t["detail"].startswith(HB_IMPORTS) for t in info["tamper"]), info[
+        "tamper"
+    ]
     assert noop["checks_trusting_agent_code"] == []  # no calc.py, no agent code: nothing to record
 
 
@@ -837,7 +921,9 @@ def test_a_process_one_check_leaves_is_gone_before_the_next_check(backend, make_
     TASKS["leaver"] = str(make_task(task_id="leaver", tests={"test_order.py": LEAVER}))
     _, info = play(backend, "leaver", [])
     assert [(c["name"], c["passed"]) for c in info["checks"]] == [
-        ("test_order.py::test_a_leaves_a_daemon", True), ("test_order.py::test_b_runs_after_it_is_gone", True)], info
+        ("test_order.py::test_a_leaves_a_daemon", True),
+        ("test_order.py::test_b_runs_after_it_is_gone", True),
+    ], info
 
 
 # -- the sanctioned way: a check calls the agent's module through t1check ----------------------------------------

@@ -60,8 +60,13 @@ LOADS = textwrap.dedent(
         assert subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True).stdout == "42\\n"
     """
 )
-NAMES = ["test_importlib", "test_runpy", "test_exec_of_a_files_code", "test_import_through_sys_path",
-         "test_program_started_by_the_check"]
+NAMES = [
+    "test_importlib",
+    "test_runpy",
+    "test_exec_of_a_files_code",
+    "test_import_through_sys_path",
+    "test_program_started_by_the_check",
+]
 
 
 def run_runtime(tmp_path: Path, tests: dict[str, str], checks: list[str], policy: str) -> tuple[list[dict], str]:
@@ -69,8 +74,19 @@ def run_runtime(tmp_path: Path, tests: dict[str, str], checks: list[str], policy
     shutil.copytree(runtime_bundle(), root)
     for name, text in tests.items():
         (root / "tests" / name).write_text(text)
-    argv = [PYTHON, "-I", "-B", str(root / "run_checks.py"), "--pytest-zip", str(root / "pytest.zip"),
-            "--checks", json.dumps(checks), "--policy", policy, str(root / "tests")]
+    argv = [
+        PYTHON,
+        "-I",
+        "-B",
+        str(root / "run_checks.py"),
+        "--pytest-zip",
+        str(root / "pytest.zip"),
+        "--checks",
+        json.dumps(checks),
+        "--policy",
+        policy,
+        str(root / "tests"),
+    ]
     r = subprocess.run(argv, capture_output=True, cwd=tmp_path, timeout=300)
     return [json.loads(line) for line in r.stdout.decode().splitlines()], r.stderr.decode()
 
@@ -89,13 +105,18 @@ def outcomes(events: list[dict]) -> dict[str, str]:
 
 
 def test_refuse_stops_every_way_of_loading_agent_code_before_it_runs(tmp_path, agent):
-    events, log = run_runtime(tmp_path, {"test_loads.py": LOADS.format(agent=str(agent))},
-                              [f"test_loads.py::{n}" for n in NAMES], "refuse")
+    events, log = run_runtime(
+        tmp_path, {"test_loads.py": LOADS.format(agent=str(agent))}, [f"test_loads.py::{n}" for n in NAMES], "refuse"
+    )
     assert events[0]["event"] == "ready" and events[-1] == {"event": "finished", "exitstatus": 0}, log
     assert outcomes(events) == {**{n: "failed" for n in NAMES[:4]}, "test_program_started_by_the_check": "passed"}
     refused = {(e["check"].split("::")[1], Path(e["path"]).name) for e in events if e["event"] == "agent_code"}
-    assert refused == {("test_importlib", "mod_a.py"), ("test_runpy", "mod_b.py"),
-                       ("test_exec_of_a_files_code", "mod_c.py"), ("test_import_through_sys_path", "mod_d.py")}
+    assert refused == {
+        ("test_importlib", "mod_a.py"),
+        ("test_runpy", "mod_b.py"),
+        ("test_exec_of_a_files_code", "mod_c.py"),
+        ("test_import_through_sys_path", "mod_d.py"),
+    }
     assert all(e["refused"] for e in events if e["event"] == "agent_code")
     assert sorted(p.name for p in agent.glob("ran-*")) == ["ran-mod_e"]  # only the program the check started ran it
     assert "t1check.agent_module" in log  # the refusal says the fix

@@ -27,9 +27,13 @@ def test_out():
 
 
 def test_a_file_setup_leaves_in_tmp_that_the_tests_read_is_flagged(make_task):
-    d = make_task(tests={"test_key.py": KEY_TEST},
-                  env_files={"setup.sh": "#!/bin/bash\necho 42 > /tmp/.answer\necho 42 > \"$T1_PRIVATE/answer\"\n"
-                                         "mkdir -p /root/app && echo x > /root/app/unread\n"})
+    d = make_task(
+        tests={"test_key.py": KEY_TEST},
+        env_files={
+            "setup.sh": '#!/bin/bash\necho 42 > /tmp/.answer\necho 42 > "$T1_PRIVATE/answer"\n'
+            "mkdir -p /root/app && echo x > /root/app/unread\n"
+        },
+    )
     task = get_task(d)
     assert setup_leftovers(task) == ["/root/app/unread", "/tmp/.answer"]  # not $T1_PRIVATE, not the workdir
     problems = setup_leftover_problems(task)
@@ -46,7 +50,8 @@ def test_the_converted_process_tasks_leave_no_answer_key():
 def test_private_state_reaches_the_checks_only(make_task):
     """What setup writes to $T1_PRIVATE is gone from the sandbox before the agent's first command, and the
     checks read it (read-only) at $T1_PRIVATE."""
-    tests = {"test_p.py": """
+    tests = {
+        "test_p.py": """
 import os
 from pathlib import Path
 
@@ -62,7 +67,8 @@ def test_private_read_only():
 
 def test_home_is_not_root():
     assert os.environ["HOME"] != "/root" and set(os.listdir(os.environ["HOME"])) <= {".curlrc"}
-"""}
+"""
+    }
     setup = '#!/bin/bash\nmkdir "$T1_PRIVATE/sub"\necho s3cret > "$T1_PRIVATE/sub/key"\n'
     d = make_task(tests=tests, env_files={"setup.sh": setup})
     env = TerminalEnv(task=str(d), backend="local", prestart=False)
@@ -77,8 +83,12 @@ def test_home_is_not_root():
 
 
 def test_a_daemon_holding_a_private_file_open_fails_setup(make_task):
-    d = make_task(env_files={"setup.sh": '#!/bin/bash\necho 1 > "$T1_PRIVATE/pid"\n'
-                                         'setsid sleep 300 < "$T1_PRIVATE/pid" > /dev/null 2>&1 &\n'})
+    d = make_task(
+        env_files={
+            "setup.sh": '#!/bin/bash\necho 1 > "$T1_PRIVATE/pid"\n'
+            'setsid sleep 300 < "$T1_PRIVATE/pid" > /dev/null 2>&1 &\n'
+        }
+    )
     env = TerminalEnv(task=str(d), backend="local", prestart=False)
     try:
         held = r"setup.sh: a process that setup.sh started keeps /tmp/\.t1-private-\w+/pid open"

@@ -57,8 +57,15 @@ print(json.dumps(out))
 
 
 def _drive(sandbox_tmpdir: Path, what: str, n: int) -> dict:
-    run = subprocess.run([sys.executable, "-c", DRIVER, what, str(n)], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "TMPDIR": str(sandbox_tmpdir)}, timeout=3600, check=False)
+    run = subprocess.run(
+        [sys.executable, "-c", DRIVER, what, str(n)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(sandbox_tmpdir)},
+        timeout=3600,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.splitlines()[-1])
     assert out["left"] == 0 and list(sandbox_tmpdir.glob("t1-sbx-*")) == []  # the closed env left nothing

@@ -29,9 +29,30 @@ SOAK = ROOT / "bench" / "soak.py"
 def _soak(tmp_root: Path, out: Path, backend: str, episodes: int, envs: int) -> tuple[dict, int]:
     env = {**os.environ, "TMPDIR": str(tmp_root)}
     proc = subprocess.Popen(
-        [sys.executable, str(SOAK), "--backend", backend, "--episodes", str(episodes), "--envs", str(envs),
-         "--seed", "1", "--huge-mb", "20", "--tasks", "6", "--json", str(out), "--quiet"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(SOAK),
+            "--backend",
+            backend,
+            "--episodes",
+            str(episodes),
+            "--envs",
+            str(envs),
+            "--seed",
+            "1",
+            "--huge-mb",
+            "20",
+            "--tasks",
+            "6",
+            "--json",
+            str(out),
+            "--quiet",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _, err = proc.communicate(timeout=600)
@@ -73,7 +94,9 @@ def test_docker_soak_leaks_nothing(sandbox_tmpdir, tmp_path):
     _assert_nothing_leaked(report)
     assert report["leaks"]["containers"] == 0 and report["leaks"]["volumes"] == 0
     assert report["after"]["volumes"] == 0  # every volume its containers used is gone
-    owners = [c["Labels"].get(LABEL_OWNER, "") for c in client().api.containers(all=True, filters={"label": LABEL_OWNER})]
+    owners = [
+        c["Labels"].get(LABEL_OWNER, "") for c in client().api.containers(all=True, filters={"label": LABEL_OWNER})
+    ]
     assert not [o for o in owners if o.split(":")[-2:-1] == [str(pid)]]  # and no container outlived the process
 
 
@@ -117,8 +140,9 @@ OWN = ("processes", "zombies", "temp_dirs", "fds", "threads")
 def test_snapshot_counts_what_this_process_made_and_still_holds():
     """A child and a zombie child count, and stop counting once reaped; an fd another thread closes is released,
     not a negative leak; an fd pair and a thread made since count until they are closed and joined."""
-    run = subprocess.run([sys.executable, "-c", SNAPSHOTS], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         check=False)
+    run = subprocess.run(
+        [sys.executable, "-c", SNAPSHOTS], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = {phase: {k: n for k, n in counts.items() if k in OWN} for phase, counts in json.loads(run.stdout).items()}
     nothing = dict.fromkeys(OWN, 0)
@@ -131,10 +155,17 @@ def test_snapshot_counts_what_this_process_made_and_still_holds():
 
 def test_a_leak_is_what_is_held_now_and_was_not_before():
     """Set difference, not a count difference: one released thing cannot hide one leaked thing."""
+
     def snap(**held) -> leaks.Snapshot:
         counts = {k: len(held[k]) if k in held else None for k in leaks.Snapshot.LEAK_KINDS}
-        return leaks.Snapshot(**counts, docker_pooled_fds=None, rss_mb=0.0, machine_processes=0, machine_zombies=0,
-                              held={k: frozenset(v) for k, v in held.items()})
+        return leaks.Snapshot(
+            **counts,
+            docker_pooled_fds=None,
+            rss_mb=0.0,
+            machine_processes=0,
+            machine_zombies=0,
+            held={k: frozenset(v) for k, v in held.items()},
+        )
 
     before = snap(fds={(3, "pipe:[1]"), (4, "/dev/null")}, threads={100})
     after = snap(fds={(3, "pipe:[1]"), (4, "socket:[9]")}, threads={100})  # fd 4 closed, then reused for a socket

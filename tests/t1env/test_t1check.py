@@ -115,8 +115,22 @@ AGENT = """
 
 
 def test_values_round_trip(tmp_path):
-    values = [None, True, False, 0, -7, 2**80, 1.5, -0.0, "", "naïve ✓\n\t\"", [], {}, [1, [2, {"a": None}]],
-              {"k": {"nested": [1.25, "x"]}}]
+    values = [
+        None,
+        True,
+        False,
+        0,
+        -7,
+        2**80,
+        1.5,
+        -0.0,
+        "",
+        'naïve ✓\n\t"',
+        [],
+        {},
+        [1, [2, {"a": None}]],
+        {"k": {"nested": [1.25, "x"]}},
+    ]
     with agent_module(agent_file(tmp_path, AGENT)) as m:
         for v in values:
             assert m.echo(v) == [[v], {}]
@@ -176,8 +190,10 @@ def test_several_modules_of_a_package(tmp_path):
 # -- exceptions ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind, expected", [("value", ValueError), ("key", KeyError), ("zero", ZeroDivisionError),
-                                            ("file", FileNotFoundError)])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [("value", ValueError), ("key", KeyError), ("zero", ZeroDivisionError), ("file", FileNotFoundError)],
+)
 def test_builtin_exceptions_come_back_as_themselves(tmp_path, kind, expected):
     with agent_module(agent_file(tmp_path, AGENT)) as m:
         with pytest.raises(expected) as e:

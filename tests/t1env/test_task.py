@@ -10,17 +10,21 @@ def test_valid_package_parses(make_task):
     assert task.id == "tiny"
     assert task.spec.limits.max_turns == 7
     assert task.spec.environment.workdir == "/app"
-    assert task.declared_checks() == ["test_out.py::test_exists", "test_out.py::test_content", "test_out.py::test_single_line"]
+    assert task.declared_checks() == [
+        "test_out.py::test_exists",
+        "test_out.py::test_content",
+        "test_out.py::test_single_line",
+    ]
 
 
 @pytest.mark.parametrize(
     "toml_extra, needle",
     [
-        ("[limits]\nmax_turns = \"many\"\n", "task.toml: limits.max_turns: "),
+        ('[limits]\nmax_turns = "many"\n', "task.toml: limits.max_turns: "),
         ("[limits]\nmax_turns = 0\n", "task.toml: limits.max_turns: "),
-        ("colour = \"red\"\n", "task.toml: colour: Extra inputs are not permitted"),
-        ("[environment]\nworkdir = \"app\"\n", "task.toml: environment.workdir: "),
-        ("[environment]\ndockerfile = \"nope.Dockerfile\"\n", "task.toml: environment.dockerfile: "),
+        ('colour = "red"\n', "task.toml: colour: Extra inputs are not permitted"),
+        ('[environment]\nworkdir = "app"\n', "task.toml: environment.workdir: "),
+        ('[environment]\ndockerfile = "nope.Dockerfile"\n', "task.toml: environment.dockerfile: "),
     ],
 )
 def test_bad_field_names_file_and_field(make_task, toml_extra, needle):
@@ -81,7 +85,9 @@ def test_tests_without_test_functions(make_task):
 
 
 def test_class_based_and_parametrized_checks_are_declared(make_task):
-    d = make_task(tests={"test_c.py": "class TestThing:\n    def test_a(self):\n        pass\n\ndef helper():\n    pass\n"})
+    d = make_task(
+        tests={"test_c.py": "class TestThing:\n    def test_a(self):\n        pass\n\ndef helper():\n    pass\n"}
+    )
     assert load_task(d).declared_checks() == ["test_c.py::TestThing::test_a"]
 
 

@@ -97,14 +97,31 @@ def test_trl_grpo_trainer_trains_a_step_with_environment_factory(live_sandboxes,
     model, tokenizer = tiny_moe()
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.chat_template = qwen2_5_chat_template  # a tool-calling template TRL knows how to parse
-    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, num_generations=2, per_device_train_batch_size=2,
-                          max_completion_length=16, bf16=False, report_to="none", save_strategy="no",
-                          activation_checkpointing=True, dataloader_pin_memory=False, disable_tqdm=True, seed=0)
-    data = Dataset.from_dict({"prompt": [[{"role": "user", "content": "Solve the task in the terminal."}]] * 2,
-                              "task": ["hello-file"] * 2})
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        max_completion_length=16,
+        bf16=False,
+        report_to="none",
+        save_strategy="no",
+        activation_checkpointing=True,
+        dataloader_pin_memory=False,
+        disable_tqdm=True,
+        seed=0,
+    )
+    data = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": "Solve the task in the terminal."}]] * 2, "task": ["hello-file"] * 2}
+    )
     before = live_sandboxes()
-    trainer = trl.GRPOTrainer(model=copy.deepcopy(model), args=args, train_dataset=data, processing_class=tokenizer,
-                              environment_factory=TerminalToolEnv)
+    trainer = trl.GRPOTrainer(
+        model=copy.deepcopy(model),
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        environment_factory=TerminalToolEnv,
+    )
     trainer.train()
     envs = [env for pool in trainer._environment_pool.values() for env in pool]
     try:

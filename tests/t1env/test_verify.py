@@ -9,7 +9,13 @@ from t1env.verify import reward, verify
 
 @pytest.mark.parametrize(
     "mode, passed, total, expected",
-    [("count", 2, 3, 2.0), ("fraction", 2, 3, 2 / 3), ("binary", 2, 3, 0.0), ("binary", 3, 3, 1.0), ("fraction", 0, 0, 0.0)],
+    [
+        ("count", 2, 3, 2.0),
+        ("fraction", 2, 3, 2 / 3),
+        ("binary", 2, 3, 0.0),
+        ("binary", 3, 3, 1.0),
+        ("fraction", 0, 0, 0.0),
+    ],
 )
 def test_reward_modes(mode, passed, total, expected):
     assert reward(passed, total, mode) == pytest.approx(expected)
@@ -50,7 +56,9 @@ def test_a_parametrized_test_is_one_check_passing_when_all_cases_pass(make_task)
 
 
 def test_verifier_timeout_fails_unfinished_checks_with_reason(make_task):
-    tests = {"test_t.py": "import time\ndef test_fast():\n    pass\n\ndef test_slow():\n    time.sleep(60)\n\ndef test_after():\n    pass\n"}
+    tests = {
+        "test_t.py": "import time\ndef test_fast():\n    pass\n\ndef test_slow():\n    time.sleep(60)\n\ndef test_after():\n    pass\n"
+    }
     task = get_task(make_task(tests=tests))
     res = _verify_in_fresh_box(task, timeout=3)
     outcomes = {c.name.split("::")[1]: (c.passed, c.outcome) for c in res.checks}
@@ -78,7 +86,7 @@ def test_agent_cannot_hijack_the_verifier_with_conftest_or_plugins(make_task):
     task = get_task(make_task())
     plant = (
         "printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
-        "    o = yield\\n    o.get_result().outcome = \"passed\"\\n' | tee /tmp/conftest.py /app/conftest.py > /root/conftest.py"
+        '    o = yield\\n    o.get_result().outcome = "passed"\\n\' | tee /tmp/conftest.py /app/conftest.py > /root/conftest.py'
     )
     res = _verify_in_fresh_box(task, plant)
     assert res.passed == 0

@@ -19,8 +19,13 @@ class ScriptedEnv:
         passing: commands that each make one check pass.
     """
 
-    def __init__(self, task: str = "scripted", max_turns: int = 100, checks: int = 2,
-                 passing: tuple[str, ...] = ("touch a", "touch b")):
+    def __init__(
+        self,
+        task: str = "scripted",
+        max_turns: int = 100,
+        checks: int = 2,
+        passing: tuple[str, ...] = ("touch a", "touch b"),
+    ):
         self.task, self.max_turns, self.checks, self.passing = task, max_turns, checks, passing
         self.closed = False
         self.commands: list[str] = []

@@ -22,20 +22,23 @@ def test_shipped_configs_parse():
     assert load_rollout_config("t1train/configs/rollout-sglang.yaml").engine.kind == "sglang"
 
 
-@pytest.mark.parametrize("text,match", [
-    ("engine: {kind: vllm}", r"engine\.kind: Input should be 'hf' or 'sglang'"),
-    ("sampling: {temprature: 1}", r"sampling\.temprature: unknown key; did you mean 'temperature'\?"),
-    ("rollout: {observation_role: robot}", r"rollout: observation_role must be 'user' or 'tool'"),
-    ("episodes: 1\nbogus: 2", r"bogus: unknown key \(known: engine, env, "),
-    ("env: {tasks: []}", r"env\.tasks: is empty: give at least one task id"),
-    ("env: {tasks: hello-file}", r"env\.tasks: Input should be a valid list"),
-    ("env: {backend: vm}", r"env\.backend: must be one of \['local', 'docker'\]"),
-    ("episodes: 0", r"episodes: Input should be greater than or equal to 1"),
-    ("sampling: {temperature: warm}", r"sampling\.temperature: Input should be a valid number"),
-    ("engine: {timeout: .inf}", r"engine\.timeout: Input should be a finite number"),
-    ("- a list", r"expected a mapping of sections at the top level, got list"),
-    ("engine: [x", r"not valid YAML at line 1: expected .,. or .\]."),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("engine: {kind: vllm}", r"engine\.kind: Input should be 'hf' or 'sglang'"),
+        ("sampling: {temprature: 1}", r"sampling\.temprature: unknown key; did you mean 'temperature'\?"),
+        ("rollout: {observation_role: robot}", r"rollout: observation_role must be 'user' or 'tool'"),
+        ("episodes: 1\nbogus: 2", r"bogus: unknown key \(known: engine, env, "),
+        ("env: {tasks: []}", r"env\.tasks: is empty: give at least one task id"),
+        ("env: {tasks: hello-file}", r"env\.tasks: Input should be a valid list"),
+        ("env: {backend: vm}", r"env\.backend: must be one of \['local', 'docker'\]"),
+        ("episodes: 0", r"episodes: Input should be greater than or equal to 1"),
+        ("sampling: {temperature: warm}", r"sampling\.temperature: Input should be a valid number"),
+        ("engine: {timeout: .inf}", r"engine\.timeout: Input should be a finite number"),
+        ("- a list", r"expected a mapping of sections at the top level, got list"),
+        ("engine: [x", r"not valid YAML at line 1: expected .,. or .\]."),
+    ],
+)
 def test_bad_rollout_configs_are_one_line_naming_the_file_and_key(tmp_path, capsys, text, match):
     config = write(tmp_path, text)
     assert main(["rollout", "--config", str(config)]) == 2
@@ -49,10 +52,13 @@ def test_yaml_numbers_arrive_as_numbers(tmp_path):
     assert cfg.sampling.temperature == 1e-5 and cfg.sampling.max_new_tokens == 8
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["--episodes", "0"], "argument --episodes: must be at least 1"),
-    (["--resume", "--overwrite"], "not allowed with argument"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--episodes", "0"], "argument --episodes: must be at least 1"),
+        (["--resume", "--overwrite"], "not allowed with argument"),
+    ],
+)
 def test_bad_rollout_arguments_are_refused(tmp_path, capsys, argv, match):
     with pytest.raises(SystemExit):
         main(["rollout", "--config", str(write(tmp_path, "episodes: 1")), *argv])
@@ -60,13 +66,16 @@ def test_bad_rollout_arguments_are_refused(tmp_path, capsys, argv, match):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("env,match", [
-    ("{tasks: [no-such-task]}", r"env: unknown task 'no-such-task'"),
-    ("{kwargs: {command_timeout: 0}}", r"env\.kwargs: command_timeout must be a finite number of seconds > 0"),
-    ("{kwargs: {max_turnz: 3}}", r"env\.kwargs\.max_turnz: unknown .*max_turns"),
-    ("{backend: local, kwargs: {docker_host: 'tcp://x:2375'}}", r"env: .*docker_host takes an engine URL"),
-    ("{kwargs: {tasks: hello-file}}", r"env\.kwargs\.tasks: unknown"),
-])
+@pytest.mark.parametrize(
+    "env,match",
+    [
+        ("{tasks: [no-such-task]}", r"env: unknown task 'no-such-task'"),
+        ("{kwargs: {command_timeout: 0}}", r"env\.kwargs: command_timeout must be a finite number of seconds > 0"),
+        ("{kwargs: {max_turnz: 3}}", r"env\.kwargs\.max_turnz: unknown .*max_turns"),
+        ("{backend: local, kwargs: {docker_host: 'tcp://x:2375'}}", r"env: .*docker_host takes an engine URL"),
+        ("{kwargs: {tasks: hello-file}}", r"env\.kwargs\.tasks: unknown"),
+    ],
+)
 def test_bad_env_settings_fail_before_the_model_loads(tmp_path, capsys, env, match):
     config = write(tmp_path, f"env: {env}\nengine: {{model: /no/such/model}}")
     assert main(["rollout", "--config", str(config)]) == 2  # the model path is never tried
@@ -96,7 +105,9 @@ def test_rollout_writes_trajectories_and_prints_drift(tmp_path, capsys, tiny_eng
         server = StandInSGLangServer(tiny_engine).start()
         url = f"\n  url: {server.url}"
     out = tmp_path / "traj.jsonl"
-    cfg = write(tmp_path, f"""
+    cfg = write(
+        tmp_path,
+        f"""
 engine:
   kind: {engine}
   model: tiny{url}
@@ -105,7 +116,8 @@ episodes: 2
 sampling: {{max_new_tokens: 16}}
 rollout: {{max_turns: 3, return_routed_experts: true}}
 output: {out}
-""")
+""",
+    )
     try:
         assert main(["rollout", "--config", str(cfg)]) == 0
     finally:
@@ -119,14 +131,17 @@ output: {out}
 
 
 def rollout_config(tmp_path, out, episodes=4, concurrency=2):
-    return write(tmp_path, f"""
+    return write(
+        tmp_path,
+        f"""
 engine: {{kind: hf, model: tiny}}
 env: {{tasks: [hello-file]}}
 episodes: {episodes}
 sampling: {{max_new_tokens: 8}}
 rollout: {{max_turns: 1, concurrency: {concurrency}}}
 output: {out}
-""")
+""",
+    )
 
 
 def by_episode(trajectories):
@@ -160,8 +175,7 @@ def test_resume_runs_only_the_missing_episodes_and_samples_what_one_run_would(tm
 @needs_bwrap
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_killed_rollout_keeps_its_finished_episodes_and_resume_completes_without_duplicates(tmp_path,
-                                                                                             sandbox_tmpdir):
+def test_a_killed_rollout_keeps_its_finished_episodes_and_resume_completes_without_duplicates(tmp_path, sandbox_tmpdir):
     """SIGKILL a real ``t1train rollout`` once two episodes are on disk; the file loads, and --resume finishes the
     run without running (or writing) a finished episode again."""
     import os
@@ -174,8 +188,12 @@ def test_a_killed_rollout_keeps_its_finished_episodes_and_resume_completes_witho
     out = tmp_path / "traj.jsonl"
     config = rollout_config(tmp_path, out, episodes=6, concurrency=1)
     env = {**os.environ, "TMPDIR": str(sandbox_tmpdir)}  # the killed run's episode folders are removed after
-    proc = subprocess.Popen([sys.executable, "-m", "t1train", "rollout", "--config", str(config)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "t1train", "rollout", "--config", str(config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 600  # a guard against a hung run, not a measurement
     while not (out.exists() and out.read_bytes().count(b"\n") >= 2):
         assert proc.poll() is None, proc.stderr.read().decode()
@@ -193,4 +211,4 @@ def test_a_killed_rollout_keeps_its_finished_episodes_and_resume_completes_witho
     final = load_jsonl(out)
     episodes = [t.metadata["episode"] for t in final]
     assert sorted(episodes) == list(range(6))  # all of them, each once
-    assert [t.to_dict() for t in final[:len(kept)]] == [t.to_dict() for t in kept]  # the finished ones untouched
+    assert [t.to_dict() for t in final[: len(kept)]] == [t.to_dict() for t in kept]  # the finished ones untouched

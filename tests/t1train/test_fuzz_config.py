@@ -27,14 +27,51 @@ from t1train.config import load_rollout_config, load_train_config  # noqa: E402
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
-TRICKY = ["", " ", "\n", "\u2028", "\x85", "\x00", "[/]", "..", "/", "nan", ".inf", "1e-5", "-1", "0", "hello-file",
-          "tiny", "hf", "sglang", "local", "docker", "ppo", "grpo", "gspo", "user", "tool", "repair", "ray", "~",
-          "&a", "*a", "!!python/object", "%YAML", "{", "[", "é", "日本"]
+TRICKY = [
+    "",
+    " ",
+    "\n",
+    "\u2028",
+    "\x85",
+    "\x00",
+    "[/]",
+    "..",
+    "/",
+    "nan",
+    ".inf",
+    "1e-5",
+    "-1",
+    "0",
+    "hello-file",
+    "tiny",
+    "hf",
+    "sglang",
+    "local",
+    "docker",
+    "ppo",
+    "grpo",
+    "gspo",
+    "user",
+    "tool",
+    "repair",
+    "ray",
+    "~",
+    "&a",
+    "*a",
+    "!!python/object",
+    "%YAML",
+    "{",
+    "[",
+    "é",
+    "日本",
+]
 words = st.one_of(st.text(max_size=12), st.sampled_from(TRICKY))
-scalars = st.one_of(words, st.integers(), st.integers(-2, 3), st.just(10**400), st.floats(), st.booleans(),
-                    st.none(), st.dates())
-anything = st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(words, c, max_size=3),
-                        max_leaves=8)
+scalars = st.one_of(
+    words, st.integers(), st.integers(-2, 3), st.just(10**400), st.floats(), st.booleans(), st.none(), st.dates()
+)
+anything = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(words, c, max_size=3), max_leaves=8
+)
 
 
 def either(good):
@@ -42,39 +79,107 @@ def either(good):
 
 
 def section(fields: dict) -> st.SearchStrategy:
-    return st.one_of(st.fixed_dictionaries({}, optional=fields),
-                     st.fixed_dictionaries({}, optional={**fields, "unknwon": anything}), anything)
+    return st.one_of(
+        st.fixed_dictionaries({}, optional=fields),
+        st.fixed_dictionaries({}, optional={**fields, "unknwon": anything}),
+        anything,
+    )
 
 
 counts = st.one_of(st.integers(-2, 100), anything)
 reals = st.one_of(st.floats(), st.integers(-2, 10), st.sampled_from(["1e-5", ".inf", "warm"]))
 ROLLOUT = dict(
-    engine=section(dict(kind=either(st.sampled_from(["hf", "sglang"])), model=either(words), device=either(words),
-                        dtype=either(words), max_batch_size=counts, url=either(words), max_concurrency=counts,
-                        timeout=reals)),
-    env=section(dict(tasks=either(st.lists(words, max_size=2)), backend=either(st.sampled_from(["local", "docker"])),
-                     kwargs=either(st.dictionaries(words, anything, max_size=2)))),
-    sampling=section(dict(max_new_tokens=counts, temperature=reals, top_p=reals, top_k=counts,
-                          stop=either(st.lists(words, max_size=2) | words), stop_token_ids=either(st.lists(counts)),
-                          ignore_eos=either(st.booleans()), seed=counts)),
-    rollout=section(dict(concurrency=counts, max_turns=counts, max_context_tokens=counts, system_prompt=either(words),
-                         observation_role=either(st.sampled_from(["user", "tool"])), max_observation_chars=counts,
-                         submit_on_limit=either(st.booleans()), return_routed_experts=either(st.booleans()),
-                         on_non_prefix=either(st.sampled_from(["repair", "error"])), chat_template=either(words),
-                         executor=either(st.sampled_from(["inprocess", "ray"])), ray_address=either(words))),
-    episodes=counts, seed=counts, output=either(words),
+    engine=section(
+        dict(
+            kind=either(st.sampled_from(["hf", "sglang"])),
+            model=either(words),
+            device=either(words),
+            dtype=either(words),
+            max_batch_size=counts,
+            url=either(words),
+            max_concurrency=counts,
+            timeout=reals,
+        )
+    ),
+    env=section(
+        dict(
+            tasks=either(st.lists(words, max_size=2)),
+            backend=either(st.sampled_from(["local", "docker"])),
+            kwargs=either(st.dictionaries(words, anything, max_size=2)),
+        )
+    ),
+    sampling=section(
+        dict(
+            max_new_tokens=counts,
+            temperature=reals,
+            top_p=reals,
+            top_k=counts,
+            stop=either(st.lists(words, max_size=2) | words),
+            stop_token_ids=either(st.lists(counts)),
+            ignore_eos=either(st.booleans()),
+            seed=counts,
+        )
+    ),
+    rollout=section(
+        dict(
+            concurrency=counts,
+            max_turns=counts,
+            max_context_tokens=counts,
+            system_prompt=either(words),
+            observation_role=either(st.sampled_from(["user", "tool"])),
+            max_observation_chars=counts,
+            submit_on_limit=either(st.booleans()),
+            return_routed_experts=either(st.booleans()),
+            on_non_prefix=either(st.sampled_from(["repair", "error"])),
+            chat_template=either(words),
+            executor=either(st.sampled_from(["inprocess", "ray"])),
+            ray_address=either(words),
+        )
+    ),
+    episodes=counts,
+    seed=counts,
+    output=either(words),
 )
 TRAIN = dict(
-    model=either(words), torch_threads=counts,
-    sft=st.one_of(st.none(), section(dict(tasks=either(st.lists(words, max_size=2)), seeds=either(st.lists(counts)),
-                                          repeats=counts, max_steps=counts, learning_rate=reals,
-                                          per_device_train_batch_size=counts, output_dir=either(words)))),
-    train=section(dict(algorithm=either(st.sampled_from(["ppo", "grpo", "gspo"])), learning_rate=reals,
-                       max_steps=counts, tasks=either(st.lists(words, max_size=2)), max_turns=counts,
-                       temperature=reals, critic_warmup_iterations=counts, output_dir=either(words),
-                       num_generations=counts, seed=counts, lr_scheduler_type=either(words))),
-    eval=section(dict(tasks=either(st.lists(words, max_size=2)), seeds=either(st.lists(counts)),
-                      episodes_per_task=counts, temperature=reals)),
+    model=either(words),
+    torch_threads=counts,
+    sft=st.one_of(
+        st.none(),
+        section(
+            dict(
+                tasks=either(st.lists(words, max_size=2)),
+                seeds=either(st.lists(counts)),
+                repeats=counts,
+                max_steps=counts,
+                learning_rate=reals,
+                per_device_train_batch_size=counts,
+                output_dir=either(words),
+            )
+        ),
+    ),
+    train=section(
+        dict(
+            algorithm=either(st.sampled_from(["ppo", "grpo", "gspo"])),
+            learning_rate=reals,
+            max_steps=counts,
+            tasks=either(st.lists(words, max_size=2)),
+            max_turns=counts,
+            temperature=reals,
+            critic_warmup_iterations=counts,
+            output_dir=either(words),
+            num_generations=counts,
+            seed=counts,
+            lr_scheduler_type=either(words),
+        )
+    ),
+    eval=section(
+        dict(
+            tasks=either(st.lists(words, max_size=2)),
+            seeds=either(st.lists(counts)),
+            episodes_per_task=counts,
+            temperature=reals,
+        )
+    ),
 )
 
 
@@ -86,7 +191,8 @@ documents = st.one_of(
     st.fixed_dictionaries({}, optional=ROLLOUT).map(yaml.safe_dump),
     st.fixed_dictionaries({}, optional=TRAIN).map(yaml.safe_dump),
     anything.map(yaml.safe_dump),
-    st.text(max_size=80), st.binary(max_size=60),
+    st.text(max_size=80),
+    st.binary(max_size=60),
     st.sampled_from([2, 40, 700]).map(deep),  # PyYAML is slow on deeper ones
 )
 
@@ -150,8 +256,19 @@ def test_a_config_that_is_a_folder_or_missing_fails_naming_it(scratch):
 
 
 # ------------------------------------------------------------------------------------------------ the CLI
-FLAGS = ["--config", "--output-dir", "--max-steps", "--skip-sft", "--resume", "--model", "--output", "--episodes",
-         "--overwrite", "--help", "-h"]
+FLAGS = [
+    "--config",
+    "--output-dir",
+    "--max-steps",
+    "--skip-sft",
+    "--resume",
+    "--model",
+    "--output",
+    "--episodes",
+    "--overwrite",
+    "--help",
+    "-h",
+]
 SUBCOMMANDS = ["train", "sft", "eval", "rollout"]
 
 
@@ -198,8 +315,12 @@ def test_t1train_cli_exits_0_1_2_without_a_traceback(scratch, data):
     if isinstance(data, list):  # an @example
         argv = [a.format(scratch=scratch, bad_utf8=bad) for a in data]
     else:
-        configs = st.one_of(st.just(str(scratch)), st.just(str(bad)), st.just(str(scratch / "missing.yaml")),
-                            documents.map(lambda body: str(config_file(scratch, body))))
+        configs = st.one_of(
+            st.just(str(scratch)),
+            st.just(str(bad)),
+            st.just(str(scratch / "missing.yaml")),
+            documents.map(lambda body: str(config_file(scratch, body))),
+        )
         token = st.one_of(st.sampled_from(FLAGS), words, configs, st.sampled_from(["0", "-1", "1", "x"]))
         head = data.draw(st.one_of(st.sampled_from(SUBCOMMANDS), words), label="subcommand")
         argv = [head] + data.draw(st.lists(token, max_size=4), label="arguments")

@@ -46,19 +46,26 @@ def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
     torch.set_num_threads(1)  # the tiny model on a shared CPU: one thread is the fast setting
     try:
         model, tokenizer = load_model_and_tokenizer(cfg.model)
-        probe = T1Trainer(model, build_t1_config({**cfg.train, "output_dir": str(tmp_path / "probe"),
-                                                  "critic_warmup_iterations": 0, "algorithm": "grpo"}),
-                          processing_class=tokenizer)
-        random_init = probe.evaluate_episodes(*eval_specs(cfg, probe.args), cfg.eval.temperature,
-                                              cfg.eval.episodes_per_task)
+        probe = T1Trainer(
+            model,
+            build_t1_config(
+                {**cfg.train, "output_dir": str(tmp_path / "probe"), "critic_warmup_iterations": 0, "algorithm": "grpo"}
+            ),
+            processing_class=tokenizer,
+        )
+        random_init = probe.evaluate_episodes(
+            *eval_specs(cfg, probe.args), cfg.eval.temperature, cfg.eval.episodes_per_task
+        )
         run = train_and_evaluate(cfg, targs, model, tokenizer, quiet=True)
     finally:
         torch.set_num_threads(threads)
     before, after, trainer = run["before"], run["after"], run["trainer"]
     steps = [h for h in trainer.state.log_history if "t1/resolved_rate" in h]
-    print(f"seed {SEED}: held-out resolved random {random_init['resolved_rate']:.3f}, SFT {before['resolved_rate']:.3f},"
-          f" SFT+PPO {after['resolved_rate']:.3f}; passing fraction {random_init['passing_fraction']:.3f} -> "
-          f"{before['passing_fraction']:.3f} -> {after['passing_fraction']:.3f}")
+    print(
+        f"seed {SEED}: held-out resolved random {random_init['resolved_rate']:.3f}, SFT {before['resolved_rate']:.3f},"
+        f" SFT+PPO {after['resolved_rate']:.3f}; passing fraction {random_init['passing_fraction']:.3f} -> "
+        f"{before['passing_fraction']:.3f} -> {after['passing_fraction']:.3f}"
+    )
 
     assert random_init["resolved_rate"] == 0.0
     # SFT: the demonstrator's commands, copied well enough to pass most checks; half its slips copied too
@@ -69,4 +76,6 @@ def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
     assert after["passing_fraction"] >= before["passing_fraction"] - PASSING_3X, (before, after)  # no collapse
     assert len(steps) == targs.max_steps and len(trainer.critic_warmup_history) >= 1
     dead = [h for h in steps if h["t1/passing_fraction"] == 0.0 and h["t1/zero_variance_groups"] == 1.0]
-    assert not dead, f"steps with every episode at 0 and no signal: {[trainer.state.log_history.index(h) for h in dead]}"
+    assert not dead, (
+        f"steps with every episode at 0 and no signal: {[trainer.state.log_history.index(h) for h in dead]}"
+    )

@@ -7,8 +7,9 @@ def test_tiny_moe_is_a_cached_moe_with_chatml(tiny):
     assert model.config.num_hidden_layers == 2
     assert (models.tiny_moe_path() / "done").exists()
     assert models.tiny_moe_path().name.endswith(models.recipe_hash())
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                         add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert tokenizer.eos_token_id == im_end

@@ -28,10 +28,23 @@ def _free_port() -> int:
 
 
 def _torchrun(n: int, *argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}", "--master_addr=127.0.0.1",
-           f"--master_port={_free_port()}", *argv]
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={n}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={_free_port()}",
+        *argv,
+    ]
+    done = subprocess.run(
+        cmd,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     return done
 

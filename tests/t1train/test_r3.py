@@ -17,17 +17,35 @@ from t1train.r3 import (
     routing_agreement,
 )
 
-_COMMON = dict(vocab_size=96, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-               head_dim=8, num_experts_per_tok=2, max_position_embeddings=256)
+_COMMON = dict(
+    vocab_size=96,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    num_experts_per_tok=2,
+    max_position_embeddings=256,
+)
 
 # One tiny config per registered family (a new family adds its line here; see the recipe in t1train/r3.py).
 FAMILY_CONFIGS = {
-    "qwen3_moe": ("Qwen3MoeConfig", dict(intermediate_size=48, moe_intermediate_size=16, num_experts=8,
-                                         norm_topk_prob=True, mlp_only_layers=[1])),  # layer 1 dense
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        dict(intermediate_size=48, moe_intermediate_size=16, num_experts=8, norm_topk_prob=True, mlp_only_layers=[1]),
+    ),  # layer 1 dense
     "mixtral": ("MixtralConfig", dict(intermediate_size=16, num_local_experts=8)),
-    "qwen2_moe": ("Qwen2MoeConfig", dict(intermediate_size=48, moe_intermediate_size=16, num_experts=8,
-                                         shared_expert_intermediate_size=16, norm_topk_prob=False,
-                                         decoder_sparse_step=1)),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        dict(
+            intermediate_size=48,
+            moe_intermediate_size=16,
+            num_experts=8,
+            shared_expert_intermediate_size=16,
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+        ),
+    ),
     "olmoe": ("OlmoeConfig", dict(intermediate_size=16, num_experts=8, norm_topk_prob=False)),
 }
 
@@ -131,8 +149,10 @@ def test_padding_layout_and_row_chunks_align_with_input_ids():
     one-row chunks, route exactly as each sequence's own record says."""
     model = tiny_family_model("mixtral")
     g = torch.Generator().manual_seed(4)
-    seqs = [(torch.randint(1, 96, (5,), generator=g), torch.randint(1, 96, (7,), generator=g)),
-            (torch.randint(1, 96, (8,), generator=g), torch.randint(1, 96, (3,), generator=g))]
+    seqs = [
+        (torch.randint(1, 96, (5,), generator=g), torch.randint(1, 96, (7,), generator=g)),
+        (torch.randint(1, 96, (8,), generator=g), torch.randint(1, 96, (3,), generator=g)),
+    ]
     replay = RoutingReplay(model)
     records = [random_routing((len(p) + len(c), 3), 8, 2, seed=i) for i, (p, c) in enumerate(seqs)]
     samples = [(rec, torch.ones(rec.shape[0], dtype=torch.bool)) for rec in records]
@@ -153,10 +173,14 @@ def test_padding_layout_and_row_chunks_align_with_input_ids():
         span = slice(P - len(p), P + len(c))
         assert routing_agreement(batch_routing[b, span], records[b]) == 1.0
         # a one-row chunk, sliced like the trainer does
-        with RoutingRecorder(replay.layers) as rec, replay.active(routing[b : b + 1], mask[b : b + 1],
-                                                                  attention[b : b + 1]), torch.no_grad():
-            chunk_logits = model(ids[b : b + 1], attention_mask=attention[b : b + 1],
-                                 position_ids=positions[b : b + 1]).logits
+        with (
+            RoutingRecorder(replay.layers) as rec,
+            replay.active(routing[b : b + 1], mask[b : b + 1], attention[b : b + 1]),
+            torch.no_grad(),
+        ):
+            chunk_logits = model(
+                ids[b : b + 1], attention_mask=attention[b : b + 1], position_ids=positions[b : b + 1]
+            ).logits
         assert routing_agreement(rec.stacked(1, P + C)[0, span], records[b]) == 1.0
         torch.testing.assert_close(chunk_logits[0, span], batch_logits[b, span], rtol=1e-4, atol=1e-5)
         # and alone, unpadded
@@ -243,8 +267,16 @@ def test_reference_model_and_code_outside_the_context_are_untouched():
 def test_dense_model_gets_a_clear_error():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    dense = LlamaForCausalLM(LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=1, vocab_size=32))
+    dense = LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            vocab_size=32,
+        )
+    )
     with pytest.raises(ValueError, match="r3: false"):
         check_r3_supported(dense)
     with pytest.raises(ValueError, match="has none"):

@@ -12,10 +12,10 @@ import torch
 from t1train.engines.base import SamplingParams
 from t1train.engines.hf import HFEngine
 from t1train.engines.sglang import SGLangEngine, decode_routed_experts, encode_routed_experts
-from .engines.sglang_standin import StandInSGLangServer
 from t1train.r3 import RoutingRecorder, RoutingReplay, moe_layer_indices, moe_layers, routing_agreement
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
 
+from .engines.sglang_standin import StandInSGLangServer
 from .test_r3 import tiny_family_model
 
 ROLLOUT = RolloutConfig(system_prompt="Use ```bash blocks.", max_turns=4, concurrency=2, return_routed_experts=True)
@@ -33,8 +33,9 @@ def test_hf_engine_records_prompt_and_sampled_positions(family):
     engine = HFEngine(model, max_batch_size=4)
     engine.eos_token_ids = set()
     prompts = [[5, 9, 13, 2, 7, 11], [3, 4]]  # different lengths: the short one is left-padded
-    gens = engine.generate(prompts, SamplingParams(max_new_tokens=5, seed=0), return_routed_experts=True,
-                           routed_experts_start=[1, 0])
+    gens = engine.generate(
+        prompts, SamplingParams(max_new_tokens=5, seed=0), return_routed_experts=True, routed_experts_start=[1, 0]
+    )
     for prompt, start, gen in zip(prompts, [1, 0], gens):
         layers = len(moe_layers(model))
         assert np.asarray(gen.routed_experts).shape == (5, layers, 2)
@@ -54,8 +55,9 @@ def test_default_is_sampled_tokens_only(tiny_engine, tiny):
 
 
 def rollout(engine, tok, scripted_env, episodes=2):
-    runner = RolloutRunner(engine, tok, lambda task: scripted_env(task), SamplingParams(max_new_tokens=10, seed=0),
-                           ROLLOUT)
+    runner = RolloutRunner(
+        engine, tok, lambda task: scripted_env(task), SamplingParams(max_new_tokens=10, seed=0), ROLLOUT
+    )
     return runner.run([EpisodeSpec("scripted", seed) for seed in range(episodes)])
 
 
@@ -73,8 +75,9 @@ def test_multi_turn_trajectory_has_a_row_for_every_consumed_position(tiny, tiny_
             assert rows[turn.prompt_len - 1 : turn.prompt_len - 1 + len(turn.sampled_ids)] == turn.routed_experts
         # and each turn asked only for what earlier turns had not covered
         starts = [t.routed_experts_start for t in traj.turns]
-        assert starts[0] == 0 and all(s == p.prompt_len + len(p.sampled_ids) - 1
-                                      for s, p in zip(starts[1:], traj.turns))
+        assert starts[0] == 0 and all(
+            s == p.prompt_len + len(p.sampled_ids) - 1 for s, p in zip(starts[1:], traj.turns)
+        )
 
 
 def test_replay_reproduces_bf16_kv_cache_sampler_routing_in_fp32_trainer(tiny, scripted_env):

@@ -27,12 +27,16 @@ def test_oracle_episodes_of_instances_with_one_instruction_get_their_own_solutio
     from t1train.sft import oracle_trajectories
 
     _, tok = tiny
-    trajs = oracle_trajectories(tok, ["chain@1", "chain@2", "chain@6"], [0], rollout=RC(max_turns=2),
-                                turns="lines")
+    trajs = oracle_trajectories(tok, ["chain@1", "chain@2", "chain@6"], [0], rollout=RC(max_turns=2), turns="lines")
     assert len(trajs) == 3 and all(t.checks["resolved"] for t in trajs)
     by_task = {t.task_id: [m["content"] for m in t.messages if m["role"] == "assistant"] for t in trajs}
-    assert by_task["chain-1"] == ["```bash\ncat name.txt\n```", "```bash\nmkdir red\n```",
-                                  "```bash\ncat count.txt\n```", "```bash\necho 2 > red/notes.txt\n```", "SUBMIT"]
+    assert by_task["chain-1"] == [
+        "```bash\ncat name.txt\n```",
+        "```bash\nmkdir red\n```",
+        "```bash\ncat count.txt\n```",
+        "```bash\necho 2 > red/notes.txt\n```",
+        "SUBMIT",
+    ]
     assert by_task["chain-6"][3] == "```bash\necho 7 > red/notes.txt\n```"  # red 6 is a test pair
     assert by_task["chain-2"][3] == "```bash\necho 3 > red/notes.txt\n```"
 
@@ -46,9 +50,11 @@ def test_sft_demos_play_each_flawed_demonstration_beside_the_oracle_and_keep_its
 
     _, tok = tiny
     trajs = oracle_trajectories(tok, ["chain@1", "chain@2"], [0], rollout=RC(max_turns=2), turns="lines", demos=True)
+
     def acts(t):
-        return [m["content"].removeprefix("```bash\n").removesuffix("\n```") for m in t.messages
-                if m["role"] == "assistant"]
+        return [
+            m["content"].removeprefix("```bash\n").removesuffix("\n```") for m in t.messages if m["role"] == "assistant"
+        ]
 
     played = sorted((t.task_id, t.checks["passed"], *acts(t)[1:4]) for t in trajs)
     assert played == [
@@ -59,7 +65,8 @@ def test_sft_demos_play_each_flawed_demonstration_beside_the_oracle_and_keep_its
         ("chain-2", 2, "mkdir tmp red", "cat name.txt", "echo red > red/notes.txt"),
         ("chain-2", 3, "mkdir red", "cat name.txt", "echo red > red/notes.txt"),
         ("chain-2", 3, "mkdir tmp red", "cat count.txt", "echo 3 > red/notes.txt"),
-        ("chain-2", 4, "mkdir red", "cat count.txt", "echo 3 > red/notes.txt")]
+        ("chain-2", 4, "mkdir red", "cat count.txt", "echo 3 > red/notes.txt"),
+    ]
     assert len(oracle_trajectories(tok, ["chain@1", "chain@2"], [0], rollout=RC(max_turns=2), turns="lines")) == 2
 
 
@@ -72,8 +79,9 @@ def test_oracle_engine_keyed_by_episode_needs_the_runs_sampling_seed(tiny):
     engine = OracleEngine(tok, [["```bash\nls\n```", "SUBMIT"], ["```bash\npwd\n```", "SUBMIT"]])
     from t1train.engines.base import episode_seed
 
-    first, second = engine.generate([[1], [1]], SamplingParams(seed=0), seeds=[episode_seed(0, 1, 0),
-                                                                               episode_seed(0, 0, 1)])
+    first, second = engine.generate(
+        [[1], [1]], SamplingParams(seed=0), seeds=[episode_seed(0, 1, 0), episode_seed(0, 0, 1)]
+    )
     assert tok.decode(first.token_ids, skip_special_tokens=True) == "```bash\npwd\n```"
     assert tok.decode(second.token_ids, skip_special_tokens=True) == "SUBMIT"
     with pytest.raises(KeyError, match="SamplingParams"):
@@ -96,24 +104,35 @@ class _CutEngine:
             ids = self.tok(text, add_special_tokens=False)["input_ids"]
             if finish == FINISH_STOP:
                 ids = ids + [self.tok.eos_token_id]
-            out.append(Generation(ids, [0.0] * len(ids), finish, self.tok.eos_token_id if finish == FINISH_STOP
-                                  else None, None, "v0"))
+            out.append(
+                Generation(
+                    ids, [0.0] * len(ids), finish, self.tok.eos_token_id if finish == FINISH_STOP else None, None, "v0"
+                )
+            )
         return out
 
 
 @pytest.mark.parametrize("mode", ["act", "reject"])
 def test_a_turn_cut_at_the_token_limit_is_rejected_or_run(tiny, mode):
     _, tok = tiny
-    turns = [("```bash\ntouch a\n```bash\n```bash", FINISH_LENGTH), ("```bash\ntouch b\n```", FINISH_STOP),
-             ("SUBMIT", FINISH_STOP)]
+    turns = [
+        ("```bash\ntouch a\n```bash\n```bash", FINISH_LENGTH),
+        ("```bash\ntouch b\n```", FINISH_STOP),
+        ("SUBMIT", FINISH_STOP),
+    ]
     envs = []
 
     def make_env(task):
         envs.append(ScriptedEnv(task))
         return envs[-1]
 
-    runner = RolloutRunner(_CutEngine(tok, turns), tok, make_env, SamplingParams(max_new_tokens=8),
-                           RolloutConfig(max_turns=5, truncated_turns=mode))
+    runner = RolloutRunner(
+        _CutEngine(tok, turns),
+        tok,
+        make_env,
+        SamplingParams(max_new_tokens=8),
+        RolloutConfig(max_turns=5, truncated_turns=mode),
+    )
     (traj,) = runner.run([EpisodeSpec("scripted", 0)])
     if mode == "act":
         assert envs[0].commands == ["touch a", "touch b"] and traj.reward == 2.0
@@ -145,7 +164,8 @@ def test_family_split_references_expand_in_configs(tmp_path):
     with pytest.raises(ValueError) as err:
         load_train_config(bad)
     assert str(err.value).splitlines() == [
-        f"{bad}: sft.tasks: 'chain@valid:3': write FAMILY@train:N or FAMILY@test:N (N >= 1 instances of that split)"]
+        f"{bad}: sft.tasks: 'chain@valid:3': write FAMILY@train:N or FAMILY@test:N (N >= 1 instances of that split)"
+    ]
     bad.write_text("eval:\n  tasks: [nosuch@train:3]\n")
     with pytest.raises(ValueError, match=r"eval\.tasks: unknown family 'nosuch'"):
         load_train_config(bad)

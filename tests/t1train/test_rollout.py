@@ -32,8 +32,9 @@ class RecordingEngine:
 def test_exact_ids_over_twelve_turn_episodes(tiny, tiny_engine):
     model, tok = tiny
     engine = RecordingEngine(tiny_engine)
-    runner = RolloutRunner(engine, tok, lambda task: ScriptedEnv(task), SamplingParams(max_new_tokens=12, seed=0),
-                           SHORT)
+    runner = RolloutRunner(
+        engine, tok, lambda task: ScriptedEnv(task), SamplingParams(max_new_tokens=12, seed=0), SHORT
+    )
     trajs = runner.run([EpisodeSpec("scripted", seed) for seed in range(4)])
     assert [t.num_turns for t in trajs] == [12] * 4
     assert {t.termination for t in trajs} == {"max_turns"}
@@ -45,7 +46,7 @@ def test_exact_ids_over_twelve_turn_episodes(tiny, tiny_engine):
             # the engine was called with exactly the trajectory's prefix, and returned exactly the turn's ids
             g = by_prompt[tuple(seq[: turn.prompt_len])]
             assert g.token_ids == turn.sampled_ids and g.logprobs == turn.logprobs
-            assert seq[turn.prompt_len: turn.prompt_len + len(turn.sampled_ids)] == turn.sampled_ids
+            assert seq[turn.prompt_len : turn.prompt_len + len(turn.sampled_ids)] == turn.sampled_ids
         assert loss_region_drift(traj) == 0
         assert sum(traj.loss_mask()) == sum(len(t.sampled_ids) for t in traj.turns)
     # a trainer's forward over the whole episode reproduces the sampler's log-probs in the loss region
@@ -60,8 +61,9 @@ def test_exact_ids_over_twelve_turn_episodes(tiny, tiny_engine):
 
 def test_metrics_tito_drift_zero_and_retokenize_baseline_positive(tiny, tiny_engine):
     _, tok = tiny
-    runner = RolloutRunner(tiny_engine, tok, lambda task: ScriptedEnv(task),
-                           SamplingParams(max_new_tokens=16, seed=1), SHORT)
+    runner = RolloutRunner(
+        tiny_engine, tok, lambda task: ScriptedEnv(task), SamplingParams(max_new_tokens=16, seed=1), SHORT
+    )
     trajs = runner.run([EpisodeSpec("scripted", s) for s in range(3)])
     m = rollout_metrics(trajs, tok)
     assert m["tito_drift_tokens"] == 0
@@ -109,8 +111,9 @@ def test_seeded_rollouts_do_not_depend_on_concurrency(tiny, tiny_engine):
     runs = []
     for concurrency in (1, 4):
         cfg = RolloutConfig(system_prompt="x", max_turns=3, concurrency=concurrency)
-        runner = RolloutRunner(tiny_engine, tok, lambda task: ScriptedEnv(task),
-                               SamplingParams(max_new_tokens=6, seed=3), cfg)
+        runner = RolloutRunner(
+            tiny_engine, tok, lambda task: ScriptedEnv(task), SamplingParams(max_new_tokens=6, seed=3), cfg
+        )
         runs.append([t.token_ids() for t in runner.run(specs)])
     assert runs[0] == runs[1]
     assert len({tuple(ids) for ids in runs[0][:3]}) > 1  # same task and seed, different episodes: not clones
@@ -124,8 +127,9 @@ def test_env_failure_ends_only_that_episode(tiny, tiny_engine):
             raise RuntimeError("sandbox could not start")
         return ScriptedEnv(task)
 
-    runner = RolloutRunner(tiny_engine, tok, make_env, SamplingParams(max_new_tokens=4),
-                           RolloutConfig(system_prompt="x", max_turns=2))
+    runner = RolloutRunner(
+        tiny_engine, tok, make_env, SamplingParams(max_new_tokens=4), RolloutConfig(system_prompt="x", max_turns=2)
+    )
     ok, broken = runner.run([EpisodeSpec("fine"), EpisodeSpec("broken")])
     assert ok.termination == "max_turns" and ok.num_turns == 2
     assert broken.termination == "error" and "sandbox could not start" in broken.error
@@ -156,8 +160,13 @@ def test_real_t1_env(tiny, tiny_engine):
 
     _, tok = tiny
     cfg = RolloutConfig(max_turns=3, concurrency=2)
-    runner = RolloutRunner(tiny_engine, tok, lambda task: gym.make("T1Terminal-v0", task=task),
-                           SamplingParams(max_new_tokens=24, seed=0), cfg)
+    runner = RolloutRunner(
+        tiny_engine,
+        tok,
+        lambda task: gym.make("T1Terminal-v0", task=task),
+        SamplingParams(max_new_tokens=24, seed=0),
+        cfg,
+    )
     trajs = runner.run([EpisodeSpec("hello-file", 0), EpisodeSpec("hello-file", 1)])
     for traj in trajs:
         assert traj.task_id == "hello-file" and traj.termination in ("max_turns", "submit", "env_truncated")
@@ -195,14 +204,19 @@ def test_actions_step_the_env_and_submit_collects_the_reward(tiny, tiny_engine):
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     runner = RolloutRunner(tiny_engine, tok, lambda t: ScriptedEnv(t), SamplingParams(), RolloutConfig(max_turns=5))
     ep = runner._start(_Episode(EpisodeSpec("scripted", 0)))
-    turns = ["```bash\ntouch a\n```", '<tool_call>{"name": "bash", "arguments": {"command": "touch b"}}</tool_call>',
-             "thinking", "SUBMIT"]
+    turns = [
+        "```bash\ntouch a\n```",
+        '<tool_call>{"name": "bash", "arguments": {"command": "touch b"}}</tool_call>',
+        "thinking",
+        "SUBMIT",
+    ]
     with ThreadPoolExecutor(2) as pool:
         for text in turns:
             ids = tok(text, add_special_tokens=False)["input_ids"] + [im_end]
             futures, ready = {}, []
-            finished = runner._on_generation(ep, Generation(ids, [-1.0] * len(ids), "stop", im_end), futures, pool,
-                                              ready)
+            finished = runner._on_generation(
+                ep, Generation(ids, [-1.0] * len(ids), "stop", im_end), futures, pool, ready
+            )
             assert not finished
             for fut in wait(list(futures)).done:
                 finished = runner._on_step(ep, fut.result(), futures, pool, ready)
@@ -258,8 +272,9 @@ def test_on_episode_gets_each_episode_as_it_finishes(tiny, tiny_engine):
     seen = []
     cfg = RolloutConfig(system_prompt="x", max_turns=2, concurrency=2)
     runner = RolloutRunner(tiny_engine, tok, lambda t: ScriptedEnv(t), SamplingParams(max_new_tokens=4), cfg)
-    trajs = runner.run([EpisodeSpec(f"t{i}", i) for i in range(4)],
-                       on_episode=lambda i, t: seen.append((i, t.task_id, t.termination)))
+    trajs = runner.run(
+        [EpisodeSpec(f"t{i}", i) for i in range(4)], on_episode=lambda i, t: seen.append((i, t.task_id, t.termination))
+    )
     assert sorted(seen) == [(i, f"t{i}", "max_turns") for i in range(4)]
     assert [t.task_id for t in trajs] == ["t0", "t1", "t2", "t3"]
 
@@ -275,8 +290,13 @@ def test_an_error_in_on_episode_stops_the_run_and_closes_every_env(tiny, tiny_en
     def disk_full(index, traj):
         raise OSError(28, "No space left on device")
 
-    runner = RolloutRunner(tiny_engine, tok, make_env, SamplingParams(max_new_tokens=4),
-                           RolloutConfig(system_prompt="x", max_turns=1, concurrency=3))
+    runner = RolloutRunner(
+        tiny_engine,
+        tok,
+        make_env,
+        SamplingParams(max_new_tokens=4),
+        RolloutConfig(system_prompt="x", max_turns=1, concurrency=3),
+    )
     with pytest.raises(OSError, match="No space"):
         runner.run([EpisodeSpec(f"t{i}", i) for i in range(6)], on_episode=disk_full)
     assert envs and all(env.closed for env in envs)

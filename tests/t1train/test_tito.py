@@ -78,7 +78,7 @@ def test_sampled_ids_are_never_re_encoded(tito, tok):
     prompt = tito.prompt_ids([USER])
     bridge = tito.bridge([USER], gen(sampled, matched=im_end), [OBS], 0)
     seq = prompt + sampled + bridge.ids
-    assert seq[len(prompt): len(prompt) + len(sampled)] == sampled
+    assert seq[len(prompt) : len(prompt) + len(sampled)] == sampled
 
 
 def test_exact_ids_over_twelve_turns_and_baseline_drift(tito, tok):
@@ -89,10 +89,10 @@ def test_exact_ids_over_twelve_turns_and_baseline_drift(tito, tok):
     ids = tito.prompt_ids(history)
     traj = Trajectory("t", 0, list(ids), messages=list(history))
     cases = [
-        (ids_of(tok, "ls -la") + [im_end], "stop", im_end),                 # canonical, stopped on <|im_end|>
+        (ids_of(tok, "ls -la") + [im_end], "stop", im_end),  # canonical, stopped on <|im_end|>
         ([ids_of(tok, c)[0] for c in "cat a"] + [im_end], "stop", im_end),  # non-canonical split
-        (ids_of(tok, "```bash\npwd\n```"), "stop", "```"),                 # stop string
-        (ids_of(tok, "echo hello wor"), "length", None),                   # truncated at max tokens
+        (ids_of(tok, "```bash\npwd\n```"), "stop", "```"),  # stop string
+        (ids_of(tok, "echo hello wor"), "length", None),  # truncated at max tokens
     ] * 3
     for t, (sampled, reason, matched) in enumerate(cases):
         g = gen(sampled, reason, matched)
@@ -109,12 +109,12 @@ def test_exact_ids_over_twelve_turns_and_baseline_drift(tito, tok):
     seq = traj.token_ids()
     assert seq == ids
     for turn, (sampled, _, _) in zip(traj.turns, cases):
-        assert seq[turn.prompt_len: turn.prompt_len + len(sampled)] == sampled
+        assert seq[turn.prompt_len : turn.prompt_len + len(sampled)] == sampled
     assert loss_region_drift(traj) == 0
     per_turn = retokenize_drift_per_turn(traj, tok)
-    assert per_turn[0::4] == [0, 0, 0]             # canonical turns survive re-tokenizing
-    assert all(d > 0 for d in per_turn[1::4])      # non-canonical split is merged back
-    assert all(d > 0 for d in per_turn[3::4])      # truncated turn gains an <|im_end|> it never sampled
+    assert per_turn[0::4] == [0, 0, 0]  # canonical turns survive re-tokenizing
+    assert all(d > 0 for d in per_turn[1::4])  # non-canonical split is merged back
+    assert all(d > 0 for d in per_turn[3::4])  # truncated turn gains an <|im_end|> it never sampled
     assert sum(per_turn) > 0
 
 
@@ -135,9 +135,14 @@ THINK_IN_HISTORY = (  # renders past assistant turns with an empty think block t
 )
 
 
-@pytest.mark.parametrize("template,kind", [(LAST_USER_MARKED, "assistant_render"),
-                                           (THINK_IN_HISTORY, "assistant_render"),
-                                           (PAST_ASSISTANT_RELABELED, "history_rewrite")])
+@pytest.mark.parametrize(
+    "template,kind",
+    [
+        (LAST_USER_MARKED, "assistant_render"),
+        (THINK_IN_HISTORY, "assistant_render"),
+        (PAST_ASSISTANT_RELABELED, "history_rewrite"),
+    ],
+)
 def test_non_prefix_templates_are_detected_and_repaired(tok, template, kind):
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     with pytest.raises(TemplateNotPrefixPreserving, match="prefix-preserving"):
@@ -159,9 +164,11 @@ def test_non_prefix_templates_are_detected_and_repaired(tok, template, kind):
 
 
 def test_template_that_drops_assistant_content_is_refused(tok):
-    drops = ("{% for m in messages %}{% if m['role'] != 'assistant' or loop.last %}<|im_start|>{{ m['role'] }}\n"
-             "{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
-             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    drops = (
+        "{% for m in messages %}{% if m['role'] != 'assistant' or loop.last %}<|im_start|>{{ m['role'] }}\n"
+        "{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     with pytest.raises(TemplateError, match="dropped"):
         Tito(tok, chat_template=drops).bridge([USER], gen(ids_of(tok, "x"), "length"), [OBS], 0)
 

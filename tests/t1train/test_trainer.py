@@ -28,9 +28,22 @@ def one_thread():
 
 
 def config(tmp_path, **kw) -> T1Config:
-    base = dict(output_dir=str(tmp_path / "out"), tasks=["scripted"], train_seeds=[0, 1], max_turns=2, max_new_tokens=8,
-                num_generations=2, per_device_train_batch_size=4, max_steps=1, rollout_concurrency=4,
-                system_prompt="Act.", disable_tqdm=True, save_strategy="no", learning_rate=1e-3, seed=0)
+    base = dict(
+        output_dir=str(tmp_path / "out"),
+        tasks=["scripted"],
+        train_seeds=[0, 1],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=1,
+        rollout_concurrency=4,
+        system_prompt="Act.",
+        disable_tqdm=True,
+        save_strategy="no",
+        learning_rate=1e-3,
+        seed=0,
+    )
     base.update(kw)
     return T1Config(**base)
 
@@ -39,28 +52,40 @@ def make_trainer(tiny, tmp_path, scripted_env, **kw):
     model, tokenizer = tiny
     import copy
 
-    return T1Trainer(copy.deepcopy(model), config(tmp_path, **kw), processing_class=tokenizer,
-                     make_env=lambda task: scripted_env(task))
+    return T1Trainer(
+        copy.deepcopy(model),
+        config(tmp_path, **kw),
+        processing_class=tokenizer,
+        make_env=lambda task: scripted_env(task),
+    )
 
 
 def oracle_episodes(tokenizer, scripted_env, n=4):
     instruction = scripted_env("scripted").reset(seed=0)[0].split(" (seed")[0]
-    runner = RolloutRunner(OracleEngine(tokenizer, {instruction: SCRIPT}), tokenizer, lambda t: scripted_env(t),
-                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
+    runner = RolloutRunner(
+        OracleEngine(tokenizer, {instruction: SCRIPT}),
+        tokenizer,
+        lambda t: scripted_env(t),
+        SamplingParams(max_new_tokens=64),
+        RolloutConfig(max_turns=3, system_prompt="Act."),
+    )
     return runner.run([EpisodeSpec("scripted", i) for i in range(n)])
 
 
 # ------------------------------------------------------------------------------------------------ config
-@pytest.mark.parametrize("bad,match", [
-    (dict(algorithm="reinforce"), "algorithm must be one of"),
-    (dict(algorithm="grpo", critic_warmup_iterations=2), "needs algorithm='ppo'"),
-    (dict(off_policy_correction="always"), "off_policy_correction must be one of"),
-    (dict(off_policy_clip=0.5), "off_policy_clip must be > 1"),
-    (dict(gae_lambda_actor=1.5), "gae_lambda_actor must be in"),
-    (dict(loss_type="cispo"), "ppo needs a clipped-ratio loss_type"),
-    (dict(tasks=[]), "tasks is empty"),
-    (dict(eval_every_steps=2), "eval_tasks is empty"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(algorithm="reinforce"), "algorithm must be one of"),
+        (dict(algorithm="grpo", critic_warmup_iterations=2), "needs algorithm='ppo'"),
+        (dict(off_policy_correction="always"), "off_policy_correction must be one of"),
+        (dict(off_policy_clip=0.5), "off_policy_clip must be > 1"),
+        (dict(gae_lambda_actor=1.5), "gae_lambda_actor must be in"),
+        (dict(loss_type="cispo"), "ppo needs a clipped-ratio loss_type"),
+        (dict(tasks=[]), "tasks is empty"),
+        (dict(eval_every_steps=2), "eval_tasks is empty"),
+    ],
+)
 def test_config_rejects_bad_values(tmp_path, bad, match):
     with pytest.raises(ValueError, match=match):
         config(tmp_path, **bad)
@@ -125,8 +150,14 @@ def test_one_training_step_per_algorithm(tiny, tmp_path, scripted_env, algorithm
     rows = [json.loads(line) for line in (Path(trainer.args.output_dir) / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["step"] == 1 and rows[0]["t1/passed_mean"] == 0.0
     logs = trainer.state.log_history[0]
-    for key in ("t1/passed_mean", "t1/resolved_rate", "off_policy/train_inference_abs_dlogp", "clip_ratio/region_mean",
-                "t1/tito_drift_tokens", "entropy"):
+    for key in (
+        "t1/passed_mean",
+        "t1/resolved_rate",
+        "off_policy/train_inference_abs_dlogp",
+        "clip_ratio/region_mean",
+        "t1/tito_drift_tokens",
+        "entropy",
+    ):
         assert key in logs, key
     if algorithm == "ppo":
         assert "critic/value_loss" in logs and "critic/value_mean" in logs
@@ -139,8 +170,9 @@ def _token_logps(trainer, batch) -> torch.Tensor:
     input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     with torch.no_grad():
-        logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask,
-                                                                  batch["completion_ids"].shape[1])
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, input_ids, attention_mask, batch["completion_ids"].shape[1]
+        )
     return logps
 
 
@@ -154,8 +186,13 @@ def _passing_and_failing_batch(trainer, scripted_env):
     tokenizer = trainer.tokenizer
     seeds = [0, 1, 0, 1]
     scripts = {"Task scripted (seed 0)": SCRIPT, "Task scripted (seed 1)": oracle_turns("ls")}
-    runner = RolloutRunner(OracleEngine(tokenizer, scripts), tokenizer, lambda t: scripted_env(t),
-                           SamplingParams(max_new_tokens=64), RolloutConfig(max_turns=3, system_prompt="Act."))
+    runner = RolloutRunner(
+        OracleEngine(tokenizer, scripts),
+        tokenizer,
+        lambda t: scripted_env(t),
+        SamplingParams(max_new_tokens=64),
+        RolloutConfig(max_turns=3, system_prompt="Act."),
+    )
     trajectories = runner.run([EpisodeSpec("scripted", seed) for seed in seeds])
     batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
     batch.pop("returns", None)  # the critic's loss: not the policy's
@@ -198,9 +235,13 @@ def test_critic_warm_start_fits_the_critic_and_leaves_the_policy_alone(tiny, tmp
     engine = OracleEngine(tokenizer, {instruction: SCRIPT})  # rewards vary by nothing: returns are all 1
     import copy
 
-    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, critic_warmup_iterations=3, critic_warmup_epochs=2,
-                                                    critic_warmup_ev_threshold=2.0),
-                        processing_class=tokenizer, engine=engine, make_env=lambda t: scripted_env(t))
+    trainer = T1Trainer(
+        copy.deepcopy(model),
+        config(tmp_path, critic_warmup_iterations=3, critic_warmup_epochs=2, critic_warmup_ev_threshold=2.0),
+        processing_class=tokenizer,
+        engine=engine,
+        make_env=lambda t: scripted_env(t),
+    )
     policy = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     head = trainer.value_model.head.weight.detach().clone()
     history = trainer.warm_start_critic()
@@ -219,10 +260,20 @@ def test_warm_start_refits_every_round_and_is_not_held_by_the_value_clip(tiny, t
     engine = OracleEngine(tokenizer, {instruction: SCRIPT})  # every return is 1.0
     import copy
 
-    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, critic_warmup_iterations=3, critic_warmup_epochs=4,
-                                                    critic_warmup_ev_threshold=2.0, critic_learning_rate=1e-2,
-                                                    cliprange_value=0.05),
-                        processing_class=tokenizer, engine=engine, make_env=lambda t: scripted_env(t))
+    trainer = T1Trainer(
+        copy.deepcopy(model),
+        config(
+            tmp_path,
+            critic_warmup_iterations=3,
+            critic_warmup_epochs=4,
+            critic_warmup_ev_threshold=2.0,
+            critic_learning_rate=1e-2,
+            cliprange_value=0.05,
+        ),
+        processing_class=tokenizer,
+        engine=engine,
+        make_env=lambda t: scripted_env(t),
+    )
     steps = []
     inner = trainer._critic_optimizer_step
     trainer._critic_optimizer_step = lambda: (steps.append(len(trainer.critic_warmup_history)), inner())
@@ -230,8 +281,9 @@ def test_warm_start_refits_every_round_and_is_not_held_by_the_value_clip(tiny, t
     # 4 episodes per batch = one minibatch: round k fits k batches, 4 passes each
     assert [steps.count(k) for k in range(3)] == [4, 8, 12]
     trajectories = trainer.rollout([EpisodeSpec("scripted", 0)] * 4)
-    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": 0}] * 4,
-                                       critic_only=True)
+    batch = trainer.score_trajectories(
+        trajectories, [{"prompt": "s", "task": "scripted", "seed": 0}] * 4, critic_only=True
+    )
     mask = batch["tool_mask"].bool()
     assert batch["old_values"][mask].mean().item() > 0.5  # 10x the value clip: the clip did not hold it back
 
@@ -244,11 +296,21 @@ def test_warm_start_stops_at_the_explained_variance_threshold(tiny, tmp_path, sc
     scripts = {f"Task scripted (seed {s})": oracle_turns("touch a" if s % 2 == 0 else "ls") for s in range(4)}
     import copy
 
-    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, train_seeds=[0, 1, 2, 3], per_device_train_batch_size=8,
-                                                    critic_warmup_iterations=8, critic_warmup_epochs=4,
-                                                    critic_warmup_ev_threshold=0.5, critic_learning_rate=3e-3),
-                        processing_class=tokenizer, engine=OracleEngine(tokenizer, scripts),
-                        make_env=lambda t: scripted_env(t))
+    trainer = T1Trainer(
+        copy.deepcopy(model),
+        config(
+            tmp_path,
+            train_seeds=[0, 1, 2, 3],
+            per_device_train_batch_size=8,
+            critic_warmup_iterations=8,
+            critic_warmup_epochs=4,
+            critic_warmup_ev_threshold=0.5,
+            critic_learning_rate=3e-3,
+        ),
+        processing_class=tokenizer,
+        engine=OracleEngine(tokenizer, scripts),
+        make_env=lambda t: scripted_env(t),
+    )
     evs = [r["explained_variance"] for r in trainer.warm_start_critic()]
     assert evs[0] == 0.0  # the zero-initialised head predicts nothing
     assert 1 < len(evs) < 8 and evs[-1] >= 0.5, evs  # it learned, and stopped once it reached the threshold
@@ -256,14 +318,14 @@ def test_warm_start_stops_at_the_explained_variance_threshold(tiny, tmp_path, sc
 
 
 def test_checkpoint_resume_restores_the_critic(tiny, tmp_path, scripted_env):
-    trainer = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=1,
-                           save_strategy="steps", save_steps=1)
+    trainer = make_trainer(
+        tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=1, save_strategy="steps", save_steps=1
+    )
     trainer.train()
     ckpt = tmp_path / "out" / "checkpoint-1"
     assert (ckpt / "value_model.pt").exists() and (ckpt / "t1_state.json").exists()
     saved = torch.load(ckpt / "value_model.pt")
-    resumed = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2,
-                           save_strategy="no")
+    resumed = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2, save_strategy="no")
     with torch.no_grad():
         resumed.value_model.head.bias.fill_(5.0)
     resumed._load_t1_state(str(ckpt))
@@ -294,14 +356,21 @@ def test_kl_to_the_reference_pulls_the_policy_back(tiny, tmp_path, scripted_env,
     with torch.no_grad():  # weights no file holds: the reference must be this model, not a reload from its path
         next(policy.parameters()).add_(0.01)
     peft = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False) if lora else None
-    trainer = T1Trainer(policy, config(tmp_path, algorithm="ppo", beta=0.5, router_aux_loss_coef=0.0),
-                        processing_class=tokenizer, make_env=lambda t: scripted_env(t), peft_config=peft)
+    trainer = T1Trainer(
+        policy,
+        config(tmp_path, algorithm="ppo", beta=0.5, router_aux_loss_coef=0.0),
+        processing_class=tokenizer,
+        make_env=lambda t: scripted_env(t),
+        peft_config=peft,
+    )
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
     if not lora:
         reference = dict(trainer.ref_model.named_parameters())
-        assert all(torch.equal(reference[n], p) and reference[n] is not p and not reference[n].requires_grad
-                   for n, p in trainer.model.named_parameters())
+        assert all(
+            torch.equal(reference[n], p) and reference[n] is not p and not reference[n].requires_grad
+            for n, p in trainer.model.named_parameters()
+        )
     _, batch = _passing_and_failing_batch(trainer, scripted_env)
     batch = {**batch, "advantages": torch.zeros_like(batch["advantages"])}  # what moves the policy: the KL alone
     if not lora:  # policy == reference: the same log-probs, no KL, no gradient
@@ -318,7 +387,7 @@ def test_kl_to_the_reference_pulls_the_policy_back(tiny, tmp_path, scripted_env,
     trainer.model.zero_grad(set_to_none=True)
     trainer.compute_loss(trainer.model, batch).backward()
     grads = [p.grad for p in trainer.model.parameters() if p.grad is not None]
-    norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    norm = torch.sqrt(sum((g**2).sum() for g in grads))
     assert norm > 0
     with torch.no_grad():  # a short step down the KL's gradient
         for p in trainer.model.parameters():
@@ -335,9 +404,13 @@ def test_lora_trains_adapters_only(tiny, tmp_path, scripted_env):
     model, tokenizer = tiny
     import copy
 
-    trainer = T1Trainer(copy.deepcopy(model), config(tmp_path, algorithm="grpo"), processing_class=tokenizer,
-                        make_env=lambda t: scripted_env(t),
-                        peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    trainer = T1Trainer(
+        copy.deepcopy(model),
+        config(tmp_path, algorithm="grpo"),
+        processing_class=tokenizer,
+        make_env=lambda t: scripted_env(t),
+        peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
+    )
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora" in n for n in trainable)
     trainer.train()
@@ -384,10 +457,22 @@ def test_sft_in_place_keeps_the_trainers_own_forward_patch(tiny, tmp_path, scrip
     from t1train.sft import run_sft
 
     trajs = oracle_episodes(tokenizer, scripted_env, n=2)
-    run_sft(trainer.model, tokenizer, sft_dataset(trajs * 4),
-            SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=2,
-                      save_strategy="no", report_to="none", bf16=False, disable_tqdm=True,
-                      activation_checkpointing=True, dataloader_pin_memory=False))
+    run_sft(
+        trainer.model,
+        tokenizer,
+        sft_dataset(trajs * 4),
+        SFTConfig(
+            output_dir=str(tmp_path / "sft"),
+            max_steps=2,
+            per_device_train_batch_size=2,
+            save_strategy="no",
+            report_to="none",
+            bf16=False,
+            disable_tqdm=True,
+            activation_checkpointing=True,
+            dataloader_pin_memory=False,
+        ),
+    )
     assert "forward" in vars(trainer.model)
     trainer.train()  # TRL's loss needs its fused-LM-head forward: this raised AttributeError('log_probs') when stripped
     assert trainer.state.global_step == 1
@@ -398,8 +483,10 @@ def logged(tmp_path, name="trajectories.jsonl") -> list[tuple]:
     """``(phase, step, call, episode)`` of every episode in the run's log, in the order they were written."""
     from t1train.trajectory import load_jsonl
 
-    return [(t.metadata["phase"], t.metadata["step"], t.metadata["call"], t.metadata["episode"])
-            for t in load_jsonl(tmp_path / "out" / name)]
+    return [
+        (t.metadata["phase"], t.metadata["step"], t.metadata["call"], t.metadata["episode"])
+        for t in load_jsonl(tmp_path / "out" / name)
+    ]
 
 
 def episodes_per(keys, phase) -> dict[int, list[int]]:
@@ -425,8 +512,9 @@ def test_training_logs_every_episode_as_it_finishes(tiny, tmp_path, scripted_env
 def test_resume_moves_the_redone_steps_aside_and_writes_no_duplicates(tiny, tmp_path, scripted_env):
     import shutil
 
-    first = make_trainer(tiny, tmp_path, scripted_env, algorithm="grpo", max_steps=2, save_strategy="steps",
-                         save_steps=1)
+    first = make_trainer(
+        tiny, tmp_path, scripted_env, algorithm="grpo", max_steps=2, save_strategy="steps", save_steps=1
+    )
     first.train()
     n = first.args.generation_batch_size
     shutil.rmtree(tmp_path / "out" / "checkpoint-2")  # killed after step 2's rollout, before its checkpoint
@@ -459,15 +547,17 @@ def test_a_checkpoint_killed_mid_save_is_never_picked_for_resume(tiny, tmp_path,
 
     model, tokenizer = tiny
     args = config(tmp_path, critic_warmup_iterations=1, max_steps=2, save_strategy="steps", save_steps=1)
-    trainer = KilledWhileSavingStep2(copy.deepcopy(model), args, processing_class=tokenizer,
-                                     make_env=lambda task: scripted_env(task))
+    trainer = KilledWhileSavingStep2(
+        copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: scripted_env(task)
+    )
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
     out = tmp_path / "out"
     assert get_last_checkpoint(str(out)) == str(out / "checkpoint-1")  # complete, with t1's state
     assert not (out / "checkpoint-2").exists() and (out / ".checkpoint-2.partial").exists()
-    resumed = make_trainer(tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2,
-                           save_strategy="steps", save_steps=1)
+    resumed = make_trainer(
+        tiny, tmp_path, scripted_env, critic_warmup_iterations=1, max_steps=2, save_strategy="steps", save_steps=1
+    )
     resumed.train(resume_from_checkpoint=True)
     assert resumed.state.global_step == 2 and len(resumed.critic_warmup_history) == 1
     assert (out / "checkpoint-2" / "t1_state.json").exists() and not (out / ".checkpoint-2.partial").exists()

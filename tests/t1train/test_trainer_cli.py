@@ -21,8 +21,10 @@ def test_tiny_cpu_config_builds_a_valid_t1_config():
     cfg = load_train_config(TINY)
     args = build_t1_config(cfg.train, output_dir="/tmp/unused")
     assert args.algorithm == "ppo" and args.critic_warmup_iterations > 0 and args.truncated_turns == "reject"
-    splits = {name: {split_of_seed(parse_instance_id(t)[1]) for t in tasks}
-              for name, tasks in (("train", args.tasks), ("sft", cfg.sft.tasks), ("eval", cfg.eval.tasks))}
+    splits = {
+        name: {split_of_seed(parse_instance_id(t)[1]) for t in tasks}
+        for name, tasks in (("train", args.tasks), ("sft", cfg.sft.tasks), ("eval", cfg.eval.tasks))
+    }
     assert splits == {"train": {"train"}, "sft": {"train"}, "eval": {"test"}}  # held out: never trained on
 
 
@@ -50,15 +52,18 @@ def test_yaml_numbers_arrive_as_the_fields_types(tmp_path):
     assert build_t1_config(cfg.train).learning_rate == 1e-5
 
 
-@pytest.mark.parametrize("text,match", [
-    ("train: {learning_rate: fast}", r"train\.learning_rate: Input should be a valid number"),
-    ("train: {tasks: hello-file}", r"train\.tasks: Input should be a valid list"),
-    ("train: {max_steps: 1.5}", r"train\.max_steps: Input should be a valid integer"),
-    ("sft: {learning_rate: -1}", r"sft\.learning_rate: Input should be greater than 0"),
-    ("sft: {tasks: []}", r"sft\.tasks: is empty"),
-    ("eval: {seeds: []}", r"eval\.seeds: List should have at least 1 item"),
-    ("torch_threads: 0", r"torch_threads: Input should be greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("train: {learning_rate: fast}", r"train\.learning_rate: Input should be a valid number"),
+        ("train: {tasks: hello-file}", r"train\.tasks: Input should be a valid list"),
+        ("train: {max_steps: 1.5}", r"train\.max_steps: Input should be a valid integer"),
+        ("sft: {learning_rate: -1}", r"sft\.learning_rate: Input should be greater than 0"),
+        ("sft: {tasks: []}", r"sft\.tasks: is empty"),
+        ("eval: {seeds: []}", r"eval\.seeds: List should have at least 1 item"),
+        ("torch_threads: 0", r"torch_threads: Input should be greater than or equal to 1"),
+    ],
+)
 def test_bad_types_are_one_line_naming_the_file_and_key(tmp_path, capsys, text, match):
     config = tmp_path / "bad.yaml"
     config.write_text(text + "\n")
@@ -105,7 +110,9 @@ def test_tiny_cpu_config_runs_end_to_end(tmp_path, capsys):
     assert re.search(r"before RL\s+passed \d", text) and re.search(r"after RL\s+passed \d", text)
     assert "critic warm-start:" in text
     # the health line of each step: enough to see a collapse without a dashboard
-    assert re.search(r"^step 1  resolved \d\.\d\d  pass \d\.\d\d  group-var .* entropy .* ev (n/a|-?\d)", text, re.M), text
+    assert re.search(r"^step 1  resolved \d\.\d\d  pass \d\.\d\d  group-var .* entropy .* ev (n/a|-?\d)", text, re.M), (
+        text
+    )
     assert (out / "value_model" / "value_head.pt").exists() and (out / "sft").is_dir()
     assert main(["eval", "--config", str(config), "--model", str(out), "--output-dir", str(tmp_path / "e")]) == 0
     assert re.search(r"eval\s+passed \d", capsys.readouterr().out)
@@ -114,8 +121,9 @@ def test_tiny_cpu_config_runs_end_to_end(tmp_path, capsys):
 def test_an_unknown_task_is_an_error_before_any_episode(tmp_path, capsys):
     """A typo in `tasks` used to play every episode as an error and exit 0 with a reward of 0."""
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"model": "tiny", "train": {"output_dir": str(tmp_path / "run"),
-                                                                 "tasks": ["no-such-task"]}}))
+    config.write_text(
+        yaml.safe_dump({"model": "tiny", "train": {"output_dir": str(tmp_path / "run"), "tasks": ["no-such-task"]}})
+    )
     assert main(["train", "--config", str(config)]) == 2
     assert "unknown task 'no-such-task'" in capsys.readouterr().err
     assert not (tmp_path / "run" / "trajectories.jsonl").exists()

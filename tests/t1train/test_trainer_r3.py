@@ -21,13 +21,28 @@ def one_thread():
 
 def r3_trainer(tiny, tmp_path, scripted_env, **kw) -> T1Trainer:
     model, tokenizer = tiny
-    args = dict(output_dir=str(tmp_path / "out"), tasks=["scripted"], train_seeds=[0, 1], max_turns=2, max_new_tokens=8,
-                num_generations=2, per_device_train_batch_size=4, max_steps=1, rollout_concurrency=4,
-                system_prompt="Act.", disable_tqdm=True, save_strategy="no", learning_rate=1e-3, seed=0,
-                algorithm="grpo", r3=True)
+    args = dict(
+        output_dir=str(tmp_path / "out"),
+        tasks=["scripted"],
+        train_seeds=[0, 1],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=1,
+        rollout_concurrency=4,
+        system_prompt="Act.",
+        disable_tqdm=True,
+        save_strategy="no",
+        learning_rate=1e-3,
+        seed=0,
+        algorithm="grpo",
+        r3=True,
+    )
     args.update(kw)
-    return T1Trainer(copy.deepcopy(model), T1Config(**args), processing_class=tokenizer,
-                     make_env=lambda task: scripted_env(task))
+    return T1Trainer(
+        copy.deepcopy(model), T1Config(**args), processing_class=tokenizer, make_env=lambda task: scripted_env(task)
+    )
 
 
 def test_batch_carries_every_positions_routing_aligned_with_input_ids(tiny, tmp_path, scripted_env):
@@ -84,9 +99,26 @@ def test_r3_on_a_dense_model_is_a_clear_error(tmp_path, scripted_env):
     from t1train.models import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer("tiny")
-    dense = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
-    args = T1Config(output_dir=str(tmp_path / "o"), tasks=["scripted"], train_seeds=[0, 1], num_generations=2,
-                    per_device_train_batch_size=4, max_steps=1, algorithm="grpo", r3=True, save_strategy="no")
+    dense = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
+    args = T1Config(
+        output_dir=str(tmp_path / "o"),
+        tasks=["scripted"],
+        train_seeds=[0, 1],
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=1,
+        algorithm="grpo",
+        r3=True,
+        save_strategy="no",
+    )
     with pytest.raises(ValueError, match="r3"):
         T1Trainer(dense, args, processing_class=tokenizer, make_env=lambda task: scripted_env(task))

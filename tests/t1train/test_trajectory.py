@@ -7,15 +7,37 @@ from t1train.trajectory import Trajectory, Turn, load_dataset, load_jsonl, save_
 
 def make_traj(task="t", routed=True):
     turns = [
-        Turn(prompt_len=3, sampled_ids=[10, 11], logprobs=[-0.5, -1.0], finish_reason="stop", bridge_ids=[1, 2],
-             routed_experts=[[[0, 1]], [[2, 3]]] if routed else None, action={"kind": "command", "command": "ls"},
-             observation="a\n[exit code: 0]", env_info={"exit_code": 0}),
-        Turn(prompt_len=7, sampled_ids=[12], logprobs=[-0.25], finish_reason="length",
-             routed_experts=[[[1, 2]]] if routed else None, action={"kind": "submit"}, reward=2.0),
+        Turn(
+            prompt_len=3,
+            sampled_ids=[10, 11],
+            logprobs=[-0.5, -1.0],
+            finish_reason="stop",
+            bridge_ids=[1, 2],
+            routed_experts=[[[0, 1]], [[2, 3]]] if routed else None,
+            action={"kind": "command", "command": "ls"},
+            observation="a\n[exit code: 0]",
+            env_info={"exit_code": 0},
+        ),
+        Turn(
+            prompt_len=7,
+            sampled_ids=[12],
+            logprobs=[-0.25],
+            finish_reason="length",
+            routed_experts=[[[1, 2]]] if routed else None,
+            action={"kind": "submit"},
+            reward=2.0,
+        ),
     ]
-    return Trajectory(task_id=task, seed=4, prompt_ids=[5, 6, 7], turns=turns, reward=2.0, termination="submit",
-                      checks={"passed": 2, "total": 3, "resolved": False, "checks": []},
-                      drift_events=[{"turn": 0, "kind": "history_rewrite", "detail": "x"}])
+    return Trajectory(
+        task_id=task,
+        seed=4,
+        prompt_ids=[5, 6, 7],
+        turns=turns,
+        reward=2.0,
+        termination="submit",
+        checks={"passed": 2, "total": 3, "resolved": False, "checks": []},
+        drift_events=[{"turn": 0, "kind": "history_rewrite", "detail": "x"}],
+    )
 
 
 def test_training_view_is_aligned():

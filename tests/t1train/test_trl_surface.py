@@ -40,8 +40,8 @@ def test_installed_trl_is_the_version_pyproject_allows():
         requirement = next(Requirement(d) for d in dependencies if Requirement(d).name == name)
         installed = importlib.metadata.version(name)
         assert requirement.specifier.contains(installed, prereleases=True), (
-            f"{name} {installed} is installed but pyproject.toml asks for {requirement}: "
-            f"pip install '{requirement}'")
+            f"{name} {installed} is installed but pyproject.toml asks for {requirement}: pip install '{requirement}'"
+        )
 
 
 def test_every_pinned_private_name_fits_the_installed_trl():
@@ -62,7 +62,6 @@ class _ChangedTrainer(GRPOTrainer):
         raise NotImplementedError
 
 
-
 def _against(cls, name: str) -> list[str]:
     entry = next(e for e in SURFACE if e.name == name)
     return check((dataclasses.replace(entry, owner=f"{__name__}.{cls.__name__}"),))
@@ -72,7 +71,7 @@ def test_the_check_names_a_changed_or_missing_method_in_one_line():
     cases = {
         "_calculate_rewards": "new required parameters ('mode',) that t1 does not pass",
         "_get_per_token_logps_and_entropies": "t1 passes ('self', 'model', 'input_ids', 'attention_mask', "
-                                              "'logits_to_keep', 'batch_size')",
+        "'logits_to_keep', 'batch_size')",
         "_generate_and_score_completions": "t1's override takes ('self', 'inputs')",  # TRL would pass mode=
     }
     for name, why in cases.items():
@@ -83,8 +82,12 @@ def test_the_check_names_a_changed_or_missing_method_in_one_line():
     gone = check((dataclasses.replace(SURFACE[0], owner=f"{__name__}._NoTrainer"),))
     assert len(gone) == 1 and "cannot be imported" in gone[0], gone
     gone = check((dataclasses.replace(SURFACE[0], owner="torch.nn.Module"),))
-    assert gone == [(f"torch.nn.Module._generate_and_score_completions ({trl_surface.versions()}): gone. "
-                     f"t1 overrides it: {SURFACE[0].why}. Update T1Trainer and this entry in t1train/trl_surface.py")]
+    assert gone == [
+        (
+            f"torch.nn.Module._generate_and_score_completions ({trl_surface.versions()}): gone. "
+            f"t1 overrides it: {SURFACE[0].why}. Update T1Trainer and this entry in t1train/trl_surface.py"
+        )
+    ]
 
 
 def test_a_version_bound_entry_is_checked_only_where_it_applies():
@@ -101,9 +104,21 @@ def test_a_version_bound_entry_is_checked_only_where_it_applies():
 @pytest.fixture(scope="module")
 def trainer(tiny, tmp_path_factory):
     model, tokenizer = tiny
-    args = T1Config(output_dir=str(tmp_path_factory.mktemp("surface")), tasks=["scripted"], train_seeds=[0, 1],
-                    max_turns=2, max_new_tokens=8, num_generations=2, per_device_train_batch_size=4, max_steps=1,
-                    system_prompt="Act.", disable_tqdm=True, save_strategy="no", report_to="none", seed=0)
+    args = T1Config(
+        output_dir=str(tmp_path_factory.mktemp("surface")),
+        tasks=["scripted"],
+        train_seeds=[0, 1],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=1,
+        system_prompt="Act.",
+        disable_tqdm=True,
+        save_strategy="no",
+        report_to="none",
+        seed=0,
+    )
     return T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: ScriptedEnv(task))
 
 
@@ -119,7 +134,8 @@ def test_metrics_written_to_trl_metrics_reach_the_log_averaged(trainer):
     logged = trainer.state.log_history[-1]
     assert logged.get("t1/surface_probe") == 2.0, (
         f"trl.GRPOTrainer._metrics ({trl_surface.versions()}): a value appended to _metrics['train'] did not reach "
-        f"the log averaged (got {logged}); T1Trainer's metrics would vanish: update t1train/trl_surface.py")
+        f"the log averaged (got {logged}); T1Trainer's metrics would vanish: update t1train/trl_surface.py"
+    )
     assert "t1/surface_probe" not in trainer._metrics["train"]
 
 
@@ -129,7 +145,8 @@ def test_per_token_logps_returns_what_t1_unpacks(trainer):
         out = trainer._get_per_token_logps_and_entropies(trainer.model, ids, torch.ones_like(ids), 3, batch_size=1)
     assert isinstance(out, tuple) and len(out) == 3, (
         f"trl.GRPOTrainer._get_per_token_logps_and_entropies ({trl_surface.versions()}): returns "
-        f"{type(out).__name__} of {len(out) if isinstance(out, tuple) else '?'}; t1 unpacks (logps, entropies, aux)")
+        f"{type(out).__name__} of {len(out) if isinstance(out, tuple) else '?'}; t1 unpacks (logps, entropies, aux)"
+    )
     assert out[0].shape == (1, 3) and (out[0] <= 0).all()
 
 
@@ -138,18 +155,30 @@ def test_gradient_checkpointing_calls_the_function_r3_replaces():
     from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.modeling_layers import GradientCheckpointingLayer
 
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=2))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=32,
+            hidden_size=8,
+            intermediate_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
-    assert layers and all("_gradient_checkpointing_func" in vars(m) for m in layers), (f"transformers ({trl_surface.versions()}): gradient_checkpointing_enable() no longer sets "
-                    "_gradient_checkpointing_func on the layers; R3 would not replay recomputed forwards "
-                    "(t1train/r3.py, t1train/trl_surface.py)")
+    assert layers and all("_gradient_checkpointing_func" in vars(m) for m in layers), (
+        f"transformers ({trl_surface.versions()}): gradient_checkpointing_enable() no longer sets "
+        "_gradient_checkpointing_func on the layers; R3 would not replay recomputed forwards "
+        "(t1train/r3.py, t1train/trl_surface.py)"
+    )
     calls = []
     for layer in layers:
         inner = layer._gradient_checkpointing_func
-        layer._gradient_checkpointing_func = lambda fn, *a, _inner=inner, **kw: (calls.append(1), _inner(fn, *a, **kw))[1]
+        layer._gradient_checkpointing_func = lambda fn, *a, _inner=inner, **kw: (calls.append(1), _inner(fn, *a, **kw))[
+            1
+        ]
     model(torch.tensor([[1, 2, 3]])).logits.sum().backward()
     assert len(calls) == len(layers), "the layers no longer call _gradient_checkpointing_func (t1train/r3.py)"
 
@@ -158,11 +187,26 @@ def test_the_critic_steps_once_per_optimizer_step(tiny, tmp_path, scripted_env):
     """The critic's optimizer steps from a public callback (``on_optimizer_step``), not by counting TRL's private
     micro-step counter: two optimizer steps of two micro-batches each step it twice, and it learns."""
     model, tokenizer = tiny
-    args = T1Config(output_dir=str(tmp_path / "out"), tasks=["scripted"], train_seeds=[0, 1, 2, 3], max_turns=2,
-                    max_new_tokens=8, num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=2,
-                    max_steps=2, system_prompt="Act.", disable_tqdm=True, save_strategy="no", report_to="none",
-                    critic_learning_rate=1e-2, seed=0)
-    trainer = T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: scripted_env(task))
+    args = T1Config(
+        output_dir=str(tmp_path / "out"),
+        tasks=["scripted"],
+        train_seeds=[0, 1, 2, 3],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        gradient_accumulation_steps=2,
+        max_steps=2,
+        system_prompt="Act.",
+        disable_tqdm=True,
+        save_strategy="no",
+        report_to="none",
+        critic_learning_rate=1e-2,
+        seed=0,
+    )
+    trainer = T1Trainer(
+        copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: scripted_env(task)
+    )
     with torch.no_grad():  # the untrained policy scores 0: a critic that predicts 0.5 has something to learn
         trainer.value_model.head.bias.fill_(0.5)
     steps = []
@@ -177,10 +221,24 @@ def test_the_critic_steps_once_per_optimizer_step(tiny, tmp_path, scripted_env):
 def test_checkpoints_over_the_limit_are_rotated_in_the_run_folder(tiny, tmp_path, scripted_env):
     """Checkpoints are staged in a temp folder, so t1 rotates the run folder itself (``rotate_checkpoints``)."""
     model, tokenizer = tiny
-    args = T1Config(output_dir=str(tmp_path / "out"), algorithm="grpo", tasks=["scripted"], train_seeds=[0, 1],
-                    max_turns=2, max_new_tokens=8, num_generations=2, per_device_train_batch_size=4, max_steps=2,
-                    system_prompt="Act.", disable_tqdm=True, save_strategy="steps", save_steps=1, save_total_limit=1,
-                    report_to="none", seed=0)
+    args = T1Config(
+        output_dir=str(tmp_path / "out"),
+        algorithm="grpo",
+        tasks=["scripted"],
+        train_seeds=[0, 1],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        system_prompt="Act.",
+        disable_tqdm=True,
+        save_strategy="steps",
+        save_steps=1,
+        save_total_limit=1,
+        report_to="none",
+        seed=0,
+    )
     T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: scripted_env(task)).train()
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if "checkpoint" in p.name) == ["checkpoint-2"]
 
@@ -195,29 +253,50 @@ def _private_names_t1train_uses() -> dict[str, str]:
     ``super()`` or a ``trainer`` without defining it itself (so it comes from TRL or transformers)."""
     inherited = {name for base in GRPOTrainer.__mro__ for name in vars(base)}
     trees = {path: ast.parse(path.read_text()) for path in sorted((ROOT / "t1train").rglob("*.py"))}
-    subclasses = [(path, cls) for path, tree in trees.items() for cls in ast.walk(tree)
-                  if isinstance(cls, ast.ClassDef) and any(ast.unparse(b).endswith("GRPOTrainer") for b in cls.bases)]
+    subclasses = [
+        (path, cls)
+        for path, tree in trees.items()
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef) and any(ast.unparse(b).endswith("GRPOTrainer") for b in cls.bases)
+    ]
     own: set[str] = set()  # what t1's subclasses define or assign themselves
     for _, cls in subclasses:
         own |= {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
         own |= {t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-        own |= {t.attr for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign))
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                if isinstance(t, ast.Attribute) and ast.unparse(t.value) == "self"}
+        own |= {
+            t.attr
+            for n in ast.walk(cls)
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and ast.unparse(t.value) == "self"
+        }
     used: dict[str, str] = {}
     for path, cls in subclasses:  # overrides, class attributes included (_tag_names)
         for node in cls.body:
-            names = ([node.name] if isinstance(node, ast.FunctionDef) else
-                     [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else [])
+            names = (
+                [node.name]
+                if isinstance(node, ast.FunctionDef)
+                else [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if isinstance(node, ast.Assign)
+                else []
+            )
             used |= {n: f"{path.name}:{node.lineno}" for n in names if _is_private(n) and n in inherited}
         for node in ast.walk(cls):  # self._x / super()._x
-            if isinstance(node, ast.Attribute) and _is_private(node.attr) and ast.unparse(node.value) in (
-                    "self", "super()") and (node.attr in inherited or node.attr not in own):
+            if (
+                isinstance(node, ast.Attribute)
+                and _is_private(node.attr)
+                and ast.unparse(node.value) in ("self", "super()")
+                and (node.attr in inherited or node.attr not in own)
+            ):
                 used.setdefault(node.attr, f"{path.name}:{node.lineno}")
     for path, tree in trees.items():  # trainer._x / self.trainer._x (callbacks and helpers)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and _is_private(node.attr) and ast.unparse(node.value).endswith(
-                    "trainer") and (node.attr in inherited or node.attr not in own):
+            if (
+                isinstance(node, ast.Attribute)
+                and _is_private(node.attr)
+                and ast.unparse(node.value).endswith("trainer")
+                and (node.attr in inherited or node.attr not in own)
+            ):
                 used.setdefault(node.attr, f"{path.name}:{node.lineno}")
     return used
 
@@ -232,5 +311,7 @@ def test_the_scan_finds_the_names_t1train_is_known_to_use():
 def test_every_private_trl_name_t1train_uses_is_listed():
     listed = {e.name for e in SURFACE} | set(trl_surface.INSTANCE_ATTRIBUTES)
     unlisted = {n: w for n, w in _private_names_t1train_uses().items() if n not in listed}
-    assert unlisted == {}, (f"t1train uses private TRL/transformers names not pinned in t1train/trl_surface.py: "
-                            f"{unlisted}; add each to SURFACE (owner, how, why, params), or use a public hook")
+    assert unlisted == {}, (
+        f"t1train uses private TRL/transformers names not pinned in t1train/trl_surface.py: "
+        f"{unlisted}; add each to SURFACE (owner, how, why, params), or use a public hook"
+    )

@@ -57,8 +57,13 @@ def _commands(turns: list[dict]) -> list[str]:
 
 
 def _typed(trajectory: dict) -> list[str]:
-    return [call["arguments"]["command"] for step in trajectory["steps"] if step["source"] == "agent"
-            for call in step["tool_calls"] if call["function_name"] == "bash"]
+    return [
+        call["arguments"]["command"]
+        for step in trajectory["steps"]
+        if step["source"] == "agent"
+        for call in step["tool_calls"]
+        if call["function_name"] == "bash"
+    ]
 
 
 @pytest.mark.timeout(1800)  # about 5 minutes on a quiet 2-core machine
@@ -67,18 +72,28 @@ def test_a_checkpoint_scores_the_same_in_t1train_and_t1env_eval(tmp_path):
     config.write_text(CONFIG.format(out=tmp_path / "run"))
     assert t1train_main(["sft", "--config", str(config)]) == 0
     ckpt = tmp_path / "run" / "sft"
-    assert Protocol.load(ckpt) == Protocol(system_prompt="Act in the shell.", max_new_tokens=24, max_turns=6,
-                                           max_context_tokens=4096, truncated_turns="reject")
+    assert Protocol.load(ckpt) == Protocol(
+        system_prompt="Act in the shell.",
+        max_new_tokens=24,
+        max_turns=6,
+        max_context_tokens=4096,
+        truncated_turns="reject",
+    )
 
-    assert t1train_main(["eval", "--config", str(config), "--model", str(ckpt),
-                         "--output-dir", str(tmp_path / "t1train-eval")]) == 0
+    assert (
+        t1train_main(
+            ["eval", "--config", str(config), "--model", str(ckpt), "--output-dir", str(tmp_path / "t1train-eval")]
+        )
+        == 0
+    )
     lines = (tmp_path / "t1train-eval" / "trajectories.jsonl").read_text().splitlines()
     t1train = {t["task_id"]: t for t in map(json.loads, lines)}
     assert len(t1train) == 3
 
     job = tmp_path / "t1env-eval"
-    m = run_job(EvalConfig(tasks=["chain@0", "chain@5", "chain@10"], agent="hf", options=EvalOptions(model=str(ckpt))),
-                job)
+    m = run_job(
+        EvalConfig(tasks=["chain@0", "chain@5", "chain@10"], agent="hf", options=EvalOptions(model=str(ckpt))), job
+    )
     assert m["n_trials"] == 3 and m["n_errors"] == 0
     typed = 0
     for result_file in sorted(Path(job).glob("*/result.json")):

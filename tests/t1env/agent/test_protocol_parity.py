@@ -71,10 +71,15 @@ def _play(env, agent) -> list:
 def test_the_rollout_renders_the_pinned_ids(tokenizer, variant):
     pinned = PINNED["variants"][variant]
     prompt = pinned["system_prompt"]
-    cfg = RolloutConfig(max_observation_chars=PINNED["max_observation_chars"], max_turns=8, concurrency=1,
-                        **({"system_prompt": prompt} if prompt is not None else {}))
-    runner = RolloutRunner(OracleEngine(tokenizer, [TURNS]), tokenizer, make_env_factory(),
-                           SamplingParams(max_new_tokens=64, seed=0), cfg)
+    cfg = RolloutConfig(
+        max_observation_chars=PINNED["max_observation_chars"],
+        max_turns=8,
+        concurrency=1,
+        **({"system_prompt": prompt} if prompt is not None else {}),
+    )
+    runner = RolloutRunner(
+        OracleEngine(tokenizer, [TURNS]), tokenizer, make_env_factory(), SamplingParams(max_new_tokens=64, seed=0), cfg
+    )
     (traj,) = runner.run([EpisodeSpec(PINNED["task"], 0)])
     assert traj.termination == "submit", traj.error
     assert traj.messages == pinned["messages"]
@@ -110,7 +115,7 @@ def test_the_hf_agent_sends_the_rollouts_ids(tmp_path, tokenizer, variant):
         actions = _play(env, agent)
     assert actions[-1] == {"submit": True} and len(agent.prompts) == len(TURNS)
     for prompt in agent.prompts:
-        assert prompt == pinned["ids"][:len(prompt)]
+        assert prompt == pinned["ids"][: len(prompt)]
     assert agent.prompts[-1] + agent.sampled[-1] == pinned["ids"]
     assert agent.messages == pinned["messages"]
 
@@ -156,8 +161,13 @@ def test_a_checkpoint_records_its_protocol(tmp_path):
     cfg = RolloutConfig(system_prompt="Act in the shell.", max_turns=6, truncated_turns="reject")
     cfg.agent_protocol(max_new_tokens=24).save(tmp_path)
     got = Protocol.load(tmp_path)
-    assert got == Protocol(system_prompt="Act in the shell.", max_turns=6, truncated_turns="reject",
-                           max_new_tokens=24, max_context_tokens=8192)
+    assert got == Protocol(
+        system_prompt="Act in the shell.",
+        max_turns=6,
+        truncated_turns="reject",
+        max_new_tokens=24,
+        max_context_tokens=8192,
+    )
     assert Protocol.load(tmp_path / "none") is None
     (tmp_path / PROTOCOL_FILE).write_text('{"name": "telepathy"}')
     with pytest.raises(ValueError, match=r"t1_protocol.json: protocol must be one of text, tools, got 'telepathy'"):

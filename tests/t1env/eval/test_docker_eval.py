@@ -17,8 +17,12 @@ def test_oracle_on_docker_resolves_every_trial(tmp_path):
         D.client().images.get(D.DEFAULT_BASE)
     except docker_mod.errors.ImageNotFound:
         pytest.skip(f"base image {D.DEFAULT_BASE} missing: run .ci/docker-setup.sh")
-    m = run_job(EvalConfig(tasks=["hello-file", "csv-region-totals"], agent="oracle", attempts=2, concurrency=2,
-                           backend="docker"), tmp_path / "job")
+    m = run_job(
+        EvalConfig(
+            tasks=["hello-file", "csv-region-totals"], agent="oracle", attempts=2, concurrency=2, backend="docker"
+        ),
+        tmp_path / "job",
+    )
     assert m["resolved_rate"] == 1.0 and m["n_trials"] == 4 and m["backend"] == "docker"
     r = read_json(tmp_path / "job" / "hello-file__0" / "result.json")
     assert r["passed"] == r["total"] == 5 and r["error"] is None

@@ -6,8 +6,16 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["t1env.eval.results", "t1env.eval.recording", "t1env.eval.agents",
-                                    "t1env.eval.openai_agent", "t1env.eval.harness"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "t1env.eval.results",
+        "t1env.eval.recording",
+        "t1env.eval.agents",
+        "t1env.eval.openai_agent",
+        "t1env.eval.harness",
+    ],
+)
 def test_docstring_examples(module):
     if module == "t1env.eval.openai_agent":
         pytest.importorskip("openai")

@@ -17,8 +17,10 @@ def test_tiny_checkpoint_runs_trials_and_counts_tokens(tmp_path):
 
     model = str(tiny_moe_path())
     options = EvalOptions(model=model, max_tokens=16)
-    m = run_job(EvalConfig(tasks=["hello-file"], agent="hf", attempts=2, concurrency=2, max_turns=2,
-                           options=options), tmp_path / "job")
+    m = run_job(
+        EvalConfig(tasks=["hello-file"], agent="hf", attempts=2, concurrency=2, max_turns=2, options=options),
+        tmp_path / "job",
+    )
     assert m["n_trials"] == 2 and m["n_errors"] == 0
     for a in (0, 1):
         r = read_json(tmp_path / "job" / f"hello-file__{a}" / "result.json")

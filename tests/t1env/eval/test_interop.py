@@ -44,7 +44,11 @@ def test_trajectories_and_casts_validate_with_harbor_and_asciinema(tmp_path, int
         run_job(EvalConfig(tasks=["hello-file"], agent="blocking_agent:RaisingAgent"), tmp_path / "e")
     finally:
         sys.path.remove(here)
-    out = subprocess.run([str(interop_python), "-c", CHECK, str(tmp_path / "o"), str(tmp_path / "n"),
-                          str(tmp_path / "e")], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [str(interop_python), "-c", CHECK, str(tmp_path / "o"), str(tmp_path / "n"), str(tmp_path / "e")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"trajectories": 6, "casts": 6}

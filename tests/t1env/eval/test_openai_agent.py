@@ -63,12 +63,18 @@ class ScriptedServer:
 def reply(content=None, tool_calls=None, prompt=100, completion=7):
     msg = {"role": "assistant", "content": content}
     if tool_calls:
-        msg["tool_calls"] = [{"id": f"call_{i}", "type": "function",
-                              "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in enumerate(tool_calls)]
-    return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                 "choices": [{"index": 0, "finish_reason": "stop", "message": msg}],
-                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                           "total_tokens": prompt + completion}}
+        msg["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, (n, a) in enumerate(tool_calls)
+        ]
+    return 200, {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": msg}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
 
 
 def error(status):
@@ -91,14 +97,18 @@ def server():
 def _job(tmp_path, url, **opts):
     options = EvalOptions(model="m", base_url=url, **opts)
     m = run_job(EvalConfig(tasks=["hello-file"], agent="openai", options=options), tmp_path / "job")
-    return m, read_json(tmp_path / "job" / "hello-file__0" / "result.json"), \
-        read_json(tmp_path / "job" / "hello-file__0" / "trajectory.json")
+    return (
+        m,
+        read_json(tmp_path / "job" / "hello-file__0" / "result.json"),
+        read_json(tmp_path / "job" / "hello-file__0" / "trajectory.json"),
+    )
 
 
 def test_refused_tools_fall_back_to_text_and_429_503_are_retried(tmp_path, server):
     solve = oracle_command(get_task("hello-file"))
-    s = server([error(400), error(429), error(503), reply(f"Let me solve it.\n```bash\n{solve}\n```"),
-                reply("Done.\nSUBMIT")])
+    s = server(
+        [error(400), error(429), error(503), reply(f"Let me solve it.\n```bash\n{solve}\n```"), reply("Done.\nSUBMIT")]
+    )
     _, r, traj = _job(tmp_path, s.url, price_prompt_per_mtok=1.0, price_completion_per_mtok=2.0)
     assert r["resolved"] and r["error"] is None and r["turns"] == 1
     assert ["tools" in q for q in s.requests] == [True, False, False, False, False]
@@ -111,8 +121,12 @@ def test_refused_tools_fall_back_to_text_and_429_503_are_retried(tmp_path, serve
 
 def test_tool_calls_run_in_order_and_long_output_is_cut(tmp_path, server):
     solve = oracle_command(get_task("hello-file"))
-    s = server([reply(tool_calls=[("bash", {"command": "seq 1 5000"}), ("bash", {"command": solve})]),
-                reply(tool_calls=[("submit", {})])])
+    s = server(
+        [
+            reply(tool_calls=[("bash", {"command": "seq 1 5000"}), ("bash", {"command": solve})]),
+            reply(tool_calls=[("submit", {})]),
+        ]
+    )
     _, r, _ = _job(tmp_path, s.url, max_observation_chars=300)
     assert r["resolved"] and r["turns"] == 2 and len(s.requests) == 2
     tool_msgs = [msg for msg in s.requests[1]["messages"] if msg["role"] == "tool"]
@@ -153,9 +167,13 @@ def transformers_server():
     model = str(tiny_moe_path())
     port = _free_port()
     log = open(Path(model).parent / f"serve-{port}.log", "w")  # noqa: SIM115 - the server writes it until teardown
-    proc = subprocess.Popen(["transformers", "serve", model, "--host", "127.0.0.1", "--port", str(port)],
-                            env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        ["transformers", "serve", model, "--host", "127.0.0.1", "--port", str(port)],
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     import urllib.request
 

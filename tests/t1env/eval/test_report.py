@@ -18,8 +18,10 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("jobs")
-    run_job(EvalConfig(tasks=["hello-file", "csv-region-totals"], agent="oracle", attempts=2, concurrency=2),
-            root / "oracle")
+    run_job(
+        EvalConfig(tasks=["hello-file", "csv-region-totals"], agent="oracle", attempts=2, concurrency=2),
+        root / "oracle",
+    )
     run_job(EvalConfig(tasks=["hello-file", "csv-region-totals"], agent="noop", attempts=2), root / "noop")
     return root / "oracle", root / "noop"
 
@@ -57,16 +59,27 @@ def test_html_renders_in_headless_chromium(jobs, tmp_path):
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     assert main(["report", str(jobs[0]), str(jobs[1]), "--out", str(tmp_path)]) == 0
     shot = tmp_path / "screenshot.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1500",
-                    f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,1500",
+            f"--screenshot={shot}",
+            (tmp_path / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     import matplotlib.image
 
     pixels = matplotlib.image.imread(str(shot))
     assert pixels.shape[:2] == (1500, 1200)
     # the plots drew: the screenshot holds the plots' blue and orange, not only text on white
-    blue = ((abs(pixels[..., 0] - 0x3b / 255) < 0.02) & (abs(pixels[..., 2] - 0xa8 / 255) < 0.02)).sum()
-    orange = ((abs(pixels[..., 0] - 0xd9 / 255) < 0.02) & (abs(pixels[..., 1] - 0x82 / 255) < 0.02)).sum()
+    blue = ((abs(pixels[..., 0] - 0x3B / 255) < 0.02) & (abs(pixels[..., 2] - 0xA8 / 255) < 0.02)).sum()
+    orange = ((abs(pixels[..., 0] - 0xD9 / 255) < 0.02) & (abs(pixels[..., 1] - 0x82 / 255) < 0.02)).sum()
     assert blue > 1000 and orange > 100
 
 

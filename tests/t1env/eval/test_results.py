@@ -33,15 +33,29 @@ def test_wilson_interval_matches_the_textbook_values():
 
 
 def _trial(task, attempt, passed, total, err=None, category="files"):
-    return {"task_id": task, "attempt": attempt, "passed": passed, "total": total, "resolved": passed == total,
-            "category": category, "difficulty": "easy", "wall_time_s": 1.0, "turns": 2,
-            "tokens": {"prompt": 10, "completion": 5}, "cost_usd": 0.0,
-            "error": {"kind": err, "message": "x"} if err else None}
+    return {
+        "task_id": task,
+        "attempt": attempt,
+        "passed": passed,
+        "total": total,
+        "resolved": passed == total,
+        "category": category,
+        "difficulty": "easy",
+        "wall_time_s": 1.0,
+        "turns": 2,
+        "tokens": {"prompt": 10, "completion": 5},
+        "cost_usd": 0.0,
+        "error": {"kind": err, "message": "x"} if err else None,
+    }
 
 
 def test_job_metrics_per_task_pass_at_k_and_errors():
-    trials = [_trial("a", 0, 3, 3), _trial("a", 1, 1, 3), _trial("b", 0, 0, 2, err="agent_error", category="git"),
-              _trial("b", 1, 0, 2)]
+    trials = [
+        _trial("a", 0, 3, 3),
+        _trial("a", 1, 1, 3),
+        _trial("b", 0, 0, 2, err="agent_error", category="git"),
+        _trial("b", 1, 0, 2),
+    ]
     m = job_metrics(trials, attempts=2, expected_trials=6)
     assert m["resolved_rate"] == 0.25 and m["n_trials"] == 4 and not m["complete"]
     assert m["pass_at_k"] == {"1": pytest.approx(0.25), "2": pytest.approx(0.5)}

@@ -10,7 +10,15 @@ import pytest
 import t1env  # noqa: F401
 from t1env.agents import oracle_command
 from t1env.cli import main
-from t1env.families import FAMILIES, calibration_refs, get_family, materialize, parse_instance_id, split_of_seed, split_seed
+from t1env.families import (
+    FAMILIES,
+    calibration_refs,
+    get_family,
+    materialize,
+    parse_instance_id,
+    split_of_seed,
+    split_seed,
+)
 from t1env.registry import get_task, list_tasks
 from t1env.task import TaskError, load_task
 
@@ -160,8 +168,9 @@ def test_family_demos_are_written_as_solution_demos_and_listed_by_the_task():
 
     task = get_task("chain@1")
     assert [p.name for p in task.demos] == ["both-slips.sh", "rereads-name.sh", "spare-folder.sh"]
-    assert task.demos[0].read_text() == ("#!/bin/bash\nset -euo pipefail\ncat name.txt\nmkdir tmp red\ncat name.txt\n"
-                                         "echo red > red/notes.txt\n")
+    assert task.demos[0].read_text() == (
+        "#!/bin/bash\nset -euo pipefail\ncat name.txt\nmkdir tmp red\ncat name.txt\necho red > red/notes.txt\n"
+    )
     assert all(os.access(p, os.X_OK) for p in task.demos) and task.solution.name == "solve.sh"
     assert "mkdir red\n" in task.solution.read_text() and get_task("hello-file").demos == []
 

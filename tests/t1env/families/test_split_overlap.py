@@ -45,7 +45,8 @@ def test_overlap_is_at_most_what_the_docs_state(name):
         assert round(getattr(measured, col) * 100) <= stated[col], (
             f"{name}: {col} overlap is {getattr(measured, col):.0%}, docs/families.md states {stated[col]}%: "
             "make the test split draw from pools train does not use, or update the table "
-            "(`python -m t1env.families.overlap`)")
+            "(`python -m t1env.families.overlap`)"
+        )
 
 
 def test_no_family_but_chain_shares_an_answer_or_instruction_across_splits():

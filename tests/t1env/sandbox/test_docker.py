@@ -62,7 +62,9 @@ def _ours() -> list[dict]:
 
 
 def test_exec_result_env_cwd(box):
-    r = box.exec(["sh", "-c", 'echo out; echo err >&2; echo "$FOO $PWD"; exit 3'], timeout=10, env={"FOO": "bar"}, cwd="/tmp")
+    r = box.exec(
+        ["sh", "-c", 'echo out; echo err >&2; echo "$FOO $PWD"; exit 3'], timeout=10, env={"FOO": "bar"}, cwd="/tmp"
+    )
     assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (3, b"out\nbar /tmp\n", b"err\n", False)
     assert box.exec(["pwd"], timeout=10).stdout == b"/app\n"
     assert box.exec(["no-such-program"], timeout=10).exit_code == 127
@@ -173,7 +175,13 @@ def test_warm_pools_are_bounded_least_recently_used_first(default_image, monkeyp
                 time.sleep(0.05)
             if len(pools) == 1:
                 first_ids = {b.id for b in pools[0].ready}
-        assert first_ids and len(docker_pool._pools) == 2 and pools[0].closed and not pools[1].closed and not pools[2].closed
+        assert (
+            first_ids
+            and len(docker_pool._pools) == 2
+            and pools[0].closed
+            and not pools[1].closed
+            and not pools[2].closed
+        )
         docker_pool._reaper.drain()
         live = {c["Id"] for c in D.client().api.containers(all=True, filters={"label": f"{D.LABEL}=1"})}
         assert pools[0].ready == collections.deque() and not (first_ids & live)
@@ -281,7 +289,11 @@ def test_build_failure_names_the_step_and_shows_the_log(tmp_path, default_image)
         D.build_image(ctx, repo="t1env/test-fail", what="tasks/x/environment/Dockerfile")
     msg = str(ei.value)
     first = msg.splitlines()[0]
-    assert "tasks/x/environment/Dockerfile" in first and re.search(r"Step 3/\d+ : RUN echo .the-build-said-this", first) and "code: 7" in first
+    assert (
+        "tasks/x/environment/Dockerfile" in first
+        and re.search(r"Step 3/\d+ : RUN echo .the-build-said-this", first)
+        and "code: 7" in first
+    )
     assert "the-build-said-this" in msg
 
 

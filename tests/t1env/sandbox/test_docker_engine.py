@@ -43,4 +43,9 @@ def test_default_dockerfile_names_the_base_and_packages():
 
     text = default_dockerfile("debian:bookworm-slim")
     assert text.startswith("FROM debian:bookworm-slim\n")
-    assert all(p in text for p in ("python3", "git", "gcc", "make")) and set(DEFAULT_PACKAGES) >= {"python3", "git", "gcc", "make"}
+    assert all(p in text for p in ("python3", "git", "gcc", "make")) and set(DEFAULT_PACKAGES) >= {
+        "python3",
+        "git",
+        "gcc",
+        "make",
+    }

@@ -91,16 +91,38 @@ class _SecondEngine:
         cfg = self.root / "daemon.json"
         cfg.write_text("{}")  # not /etc/docker/daemon.json: its hosts or bridge would clash
         net = _free_subnet()
-        for cmd in (["ip", "link", "add", "name", self.bridge, "type", "bridge"],
-                    ["ip", "addr", "add", f"{net}.1/24", "dev", self.bridge]):
+        for cmd in (
+            ["ip", "link", "add", "name", self.bridge, "type", "bridge"],
+            ["ip", "addr", "add", f"{net}.1/24", "dev", self.bridge],
+        ):
             subprocess.run(cmd, check=True, capture_output=True)
         self.log = open(self.root / "dockerd.log", "wb")  # noqa: SIM115  (closed in stop())
         self.proc = subprocess.Popen(
-            ["dockerd", "--config-file", str(cfg), "-H", self.url, "-H", f"unix://{self.root}/docker.sock",
-             "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
-             "--pidfile", str(self.root / "docker.pid"), f"--bridge={self.bridge}", "--iptables=false",
-             "--ip-masq=false", "--ip-forward=false", "--cgroup-parent=/t1-docker2-test"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                "dockerd",
+                "--config-file",
+                str(cfg),
+                "-H",
+                self.url,
+                "-H",
+                f"unix://{self.root}/docker.sock",
+                "--data-root",
+                str(self.root / "data"),
+                "--exec-root",
+                str(self.root / "exec"),
+                "--pidfile",
+                str(self.root / "docker.pid"),
+                f"--bridge={self.bridge}",
+                "--iptables=false",
+                "--ip-masq=false",
+                "--ip-forward=false",
+                "--cgroup-parent=/t1-docker2-test",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -144,7 +166,11 @@ class _SecondEngine:
         except Exception:
             pass
         prefix = str(self.root) + "/"
-        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[1].startswith(prefix)]
+        mounts = [
+            line.split()[1]
+            for line in Path("/proc/mounts").read_text().splitlines()
+            if line.split()[1].startswith(prefix)
+        ]
         for m in sorted(mounts, key=len, reverse=True):
             subprocess.run(["umount", "-l", m], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
@@ -171,8 +197,11 @@ def engine2():
 
 
 def _ours(url: str) -> list[dict]:
-    return [c for c in D.client(url).api.containers(all=True, filters={"label": f"{D.LABEL}=1"})
-            if c["Labels"].get(D.LABEL_OWNER) == _OWNER]
+    return [
+        c
+        for c in D.client(url).api.containers(all=True, filters={"label": f"{D.LABEL}=1"})
+        if c["Labels"].get(D.LABEL_OWNER) == _OWNER
+    ]
 
 
 def _t1_volumes(url: str) -> list[str]:
@@ -232,7 +261,7 @@ def test_episode_on_the_engine_named_by_DOCKER_HOST(engine2, deliveries, monkeyp
     assert info["tamper"] == [] and not info.get("error")
     assert any("remote Docker engine" in n for n in info["verifier_notes"])
     # the remote path ran: the runtime and tests came in volumes, mounted read-only, no bind mount
-    (mounts, volumes), = deliveries
+    ((mounts, volumes),) = deliveries
     assert [m["Type"] for m in mounts] == ["volume"] and all(m["ReadOnly"] for m in mounts)
     assert mounts[0]["Target"] == VERIFIER_DIR and mounts[0]["Source"] == volumes[0]
     _assert_nothing_left(engine2, [cid])
@@ -277,7 +306,9 @@ def test_remote_verifier_files_are_read_only_and_private(engine2, tmp_path, monk
     with box:
         assert box.remote
         before = set(_t1_volumes(engine2.url))
-        run = box.run_verifier(runtime, tests, timeout=60, mode="separate", options=VerifierOptions(tests_alias="/tests"))
+        run = box.run_verifier(
+            runtime, tests, timeout=60, mode="separate", options=VerifierOptions(tests_alias="/tests")
+        )
         out = run.result.stdout.decode()
         assert run.result.exit_code == 0, (out, run.result.stderr.decode())
         assert "WROTE" not in out and out.count("refused") == 4 and "refused /x 30" in out  # EROFS everywhere

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from t1env.sandbox.freezer import Freezer, FreezeError, _state, _tracer_pid, tasks_in_namespace
+from t1env.sandbox.freezer import FreezeError, Freezer, _state, _tracer_pid, tasks_in_namespace
 
 WAKERS = """
 import os, signal, sys, threading

@@ -101,7 +101,10 @@ def test_cannot_remount_or_mount(box):
 
 def test_host_files_outside_userland_are_invisible(box):
     here = Path(__file__).resolve()
-    r = sh(box, f"cat {here} 2>/dev/null | head -1; for p in {here} {here.parent} /work /home; do test -e $p && echo seen $p; done")
+    r = sh(
+        box,
+        f"cat {here} 2>/dev/null | head -1; for p in {here} {here.parent} /work /home; do test -e $p && echo seen $p; done",
+    )
     assert b"seen" not in r.stdout
     assert b"One adversarial test" not in r.stdout
 
@@ -174,7 +177,10 @@ def test_background_process_does_not_survive_stop():
 def test_stop_removes_files_even_if_agent_locked_them():
     b = LocalSandbox()
     b.start()
-    sh(b, "mkdir -p /app/locked/deep && touch /app/locked/deep/f && chmod 000 /app/locked/deep /app/locked && chattr +i /app/locked 2>/dev/null; true")
+    sh(
+        b,
+        "mkdir -p /app/locked/deep && touch /app/locked/deep/f && chmod 000 /app/locked/deep /app/locked && chattr +i /app/locked 2>/dev/null; true",
+    )
     root = b._root
     b.stop()
     assert not root.exists()
@@ -248,8 +254,7 @@ def test_host_secrets_in_etc_are_masked(box):
     dirs = " ".join(p for p, is_dir in secrets if is_dir) or "/nonexistent-none"
     r = sh(
         box,
-        f"for f in {files}; do echo $f $(cat $f | wc -c); done;"
-        f" for d in {dirs}; do echo $d $(ls -A $d | wc -l); done",
+        f"for f in {files}; do echo $f $(cat $f | wc -c); done; for d in {dirs}; do echo $d $(ls -A $d | wc -l); done",
     )
     sizes = dict(line.rsplit(" ", 1) for line in r.stdout.decode().splitlines())
     assert sizes and all(n == "0" for p, n in sizes.items() if p != "/nonexistent-none"), sizes
@@ -299,8 +304,8 @@ def test_tasks_still_work_as_root_under_these_restrictions(shell):
         " && printf 'm: m.c\\n\\tgcc -o m m.c\\n' > Makefile && make -s && ./m"
         " && git init -q repo && git -C repo -c user.name=t -c user.email=t@t commit -q --allow-empty -m one"
         " && git -C repo log --format=%s"
-        " && python3 -c 'import os, threading; t = threading.Thread(target=print, args=(\"thread\",));"
-        " t.start(); t.join(); pid = os.fork(); pid or os._exit(0); os.waitpid(pid, 0); print(\"fork\")'"
+        ' && python3 -c \'import os, threading; t = threading.Thread(target=print, args=("thread",));'
+        ' t.start(); t.join(); pid = os.fork(); pid or os._exit(0); os.waitpid(pid, 0); print("fork")\''
         " && touch f && chown 1000:1000 f && stat -c %u f && chown root:root f && stat -c %U f",
         timeout=120,
     )

@@ -32,10 +32,18 @@ def test_an_episode_runs_through_a_plugin_backend(tmp_path):
     """`t1env run --backend journal` with the plug-in installed: the oracle solves the task in the plug-in's
     sandboxes, and each one it started it also stopped."""
     journal = tmp_path / "journal"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")]),
-               T1_PLUGIN_JOURNAL=str(journal))
-    out = subprocess.run([sys.executable, "-m", "t1env", "run", "hello-file", "--agent", "oracle",
-                          "--backend", "journal"], env=env, capture_output=True, text=True, check=True).stdout
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")]),
+        T1_PLUGIN_JOURNAL=str(journal),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "t1env", "run", "hello-file", "--agent", "oracle", "--backend", "journal"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "reward 5 (count) · resolved" in out
     events = journal.read_text().splitlines()
     assert events.count("start hello-file") >= 1

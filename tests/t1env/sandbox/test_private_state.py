@@ -1,5 +1,6 @@
 """Taking ``$T1_PRIVATE`` out of the sandbox: only plain files and directories land, and only under the
 destination, on every Python 3.11 (Debian 12's 3.11.2 has no ``extractall(filter=...)``)."""
+
 from __future__ import annotations
 
 import io

@@ -35,7 +35,6 @@ import argparse
 import json
 import threading
 import time
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -44,8 +43,20 @@ from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Generation, Sampli
 from t1train.engines.hf import HFEngine
 from t1train.engines.sglang import encode_routed_experts
 
-_SAMPLING_KEYS = {"max_new_tokens", "temperature", "top_p", "top_k", "stop", "stop_token_ids", "ignore_eos",
-                  "sampling_seed", "skip_special_tokens", "no_stop_trim", "min_p", "n"}
+_SAMPLING_KEYS = {
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "sampling_seed",
+    "skip_special_tokens",
+    "no_stop_trim",
+    "min_p",
+    "n",
+}
 
 
 class _BadRequest(ValueError):
@@ -55,8 +66,9 @@ class _BadRequest(ValueError):
 class StandInSGLangServer:
     """See the module docstring. Use as a context manager; ``url`` is the base URL."""
 
-    def __init__(self, engine: HFEngine, host: str = "127.0.0.1", port: int = 0, hold_s: float = 0.0,
-                 model_path: str = "tiny"):
+    def __init__(
+        self, engine: HFEngine, host: str = "127.0.0.1", port: int = 0, hold_s: float = 0.0, model_path: str = "tiny"
+    ):
         self.engine = engine
         self.hold_s = hold_s
         self.model_path = model_path
@@ -132,8 +144,9 @@ class StandInSGLangServer:
         limit = self.engine.max_context_length
         for p in prompts:
             if limit is not None and len(p) >= limit:
-                raise _BadRequest(f"The input ({len(p)} tokens) is longer than the model's context length "
-                                  f"({limit} tokens).")
+                raise _BadRequest(
+                    f"The input ({len(p)} tokens) is longer than the model's context length ({limit} tokens)."
+                )
         sampling = self._sampling(body.get("sampling_params") or {})
         routed = bool(body.get("return_routed_experts"))
         start_len = int(body.get("routed_experts_start_len", 0))
@@ -143,9 +156,12 @@ class StandInSGLangServer:
         rids = [f"{rids}-{i}" for i in range(len(prompts))] if batch and isinstance(rids, str) else rids
         rids = rids if isinstance(rids, list) else [rids]
 
-        gens = self.engine.generate(prompts, sampling, return_routed_experts=routed,
-                                    routed_experts_start=[min(start_len, len(p) - 1) for p in prompts]
-                                    if routed else None)
+        gens = self.engine.generate(
+            prompts,
+            sampling,
+            return_routed_experts=routed,
+            routed_experts_start=[min(start_len, len(p) - 1) for p in prompts] if routed else None,
+        )
         if self.hold_s:
             deadline = time.monotonic() + self.hold_s
             while time.monotonic() < deadline and not all(self._is_aborted(r, t_arrival) for r in rids):
@@ -154,9 +170,16 @@ class StandInSGLangServer:
         for prompt, gen, rid in zip(prompts, gens, rids):
             if self._is_aborted(rid, t_arrival):
                 keep = len(gen.token_ids) // 2
-                gen = Generation(gen.token_ids[:keep], gen.logprobs[:keep], FINISH_ABORT, None,
-                                 gen.routed_experts[:keep] if gen.routed_experts and keep else None,
-                                 gen.weight_version, gen.prompt_routed_experts, gen.routed_experts_start)
+                gen = Generation(
+                    gen.token_ids[:keep],
+                    gen.logprobs[:keep],
+                    FINISH_ABORT,
+                    None,
+                    gen.routed_experts[:keep] if gen.routed_experts and keep else None,
+                    gen.weight_version,
+                    gen.prompt_routed_experts,
+                    gen.routed_experts_start,
+                )
             outs.append(self._response(prompt, gen, rid, body, routed, start_len))
         return outs if batch else outs[0]
 
@@ -233,8 +256,14 @@ class StandInSGLangServer:
                     if path in ("/health", "/health_generate"):
                         return self._send(200)
                     if path in ("/model_info", "/get_model_info"):
-                        return self._send(200, {"model_path": server.model_path, "is_generation": True,
-                                                "weight_version": server.engine.weight_version})
+                        return self._send(
+                            200,
+                            {
+                                "model_path": server.model_path,
+                                "is_generation": True,
+                                "weight_version": server.engine.weight_version,
+                            },
+                        )
                     if method == "POST" and path == "/generate":
                         server.requests.append(body)
                         return self._send(200, server.generate(body))
@@ -248,10 +277,22 @@ class StandInSGLangServer:
                         try:
                             server.engine.update_weights_from_disk(body["model_path"], body.get("weight_version"))
                         except (KeyError, OSError, RuntimeError) as err:
-                            return self._send(400, {"success": False, "message": f"Failed to update weights: {err}",
-                                                    "num_paused_requests": 0})
-                        return self._send(200, {"success": True, "message": "Succeeded to update model weights.",
-                                                "num_paused_requests": 0})
+                            return self._send(
+                                400,
+                                {
+                                    "success": False,
+                                    "message": f"Failed to update weights: {err}",
+                                    "num_paused_requests": 0,
+                                },
+                            )
+                        return self._send(
+                            200,
+                            {
+                                "success": True,
+                                "message": "Succeeded to update model weights.",
+                                "num_paused_requests": 0,
+                            },
+                        )
                     if path == "/flush_cache":
                         return self._send(200)
                     if method == "POST" and path in ("/pause_generation", "/continue_generation"):

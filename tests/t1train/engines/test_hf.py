@@ -23,8 +23,9 @@ def test_is_an_engine(tiny_engine):
 def test_sampler_logprobs_match_a_full_forward(tiny, tiny_engine, temperature):
     model, tok = tiny
     prompts = [tok.encode("hello world"), tok.encode("ls -la && cat README.md | grep error")]  # different lengths
-    gens = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=20, temperature=temperature, seed=1,
-                                                        ignore_eos=True))
+    gens = tiny_engine.generate(
+        prompts, SamplingParams(max_new_tokens=20, temperature=temperature, seed=1, ignore_eos=True)
+    )
     for prompt, g in zip(prompts, gens):
         assert len(g.token_ids) == 20 and g.finish_reason == "length"
         assert g.logprobs == pytest.approx(recompute_logprobs(model, prompt, g.token_ids, temperature), abs=1e-4)
@@ -78,8 +79,9 @@ def test_stop_token_and_stop_string(tiny, tiny_engine):
     # stop on the 5th sampled token's id: generation ends right after it, the id included
     stop_id = free.token_ids[4]
     first = free.token_ids.index(stop_id)
-    g = tiny_engine.generate([prompt], SamplingParams(max_new_tokens=30, seed=3, ignore_eos=True,
-                                                      stop_token_ids=[stop_id]))[0]
+    g = tiny_engine.generate(
+        [prompt], SamplingParams(max_new_tokens=30, seed=3, ignore_eos=True, stop_token_ids=[stop_id])
+    )[0]
     assert g.token_ids == free.token_ids[: first + 1]
     assert g.finish_reason == "stop" and g.matched_stop == stop_id and g.stopped_on_token
     # stop string = the text of sampled tokens 6..7: the ids are kept up to the token that completes it
@@ -93,8 +95,9 @@ def test_stop_token_and_stop_string(tiny, tiny_engine):
 def test_routed_experts_per_sampled_token_match_a_full_forward(tiny, tiny_engine):
     model, tok = tiny
     prompt = tok.encode("grep -rn error logs/")
-    g = tiny_engine.generate([prompt], SamplingParams(max_new_tokens=10, seed=0, ignore_eos=True),
-                             return_routed_experts=True)[0]
+    g = tiny_engine.generate(
+        [prompt], SamplingParams(max_new_tokens=10, seed=0, ignore_eos=True), return_routed_experts=True
+    )[0]
     assert len(g.routed_experts) == 10 and all(len(r) == 2 and len(r[0]) == 2 for r in g.routed_experts)
     from t1train.r3 import RoutingRecorder, moe_layers
 
@@ -103,8 +106,9 @@ def test_routed_experts_per_sampled_token_match_a_full_forward(tiny, tiny_engine
         model(torch.tensor([seq]))
         full = rec.stacked(1, len(seq))[0, len(prompt) - 1 : len(prompt) + 9].tolist()
     # same expert sets (order within top-k follows the router's scores)
-    assert [[sorted(layer) for layer in row] for row in g.routed_experts] == \
-           [[sorted(layer) for layer in row] for row in full]
+    assert [[sorted(layer) for layer in row] for row in g.routed_experts] == [
+        [sorted(layer) for layer in row] for row in full
+    ]
 
 
 def test_update_weights_from_disk(tiny, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from t1train.engines.base import EngineError, SamplingParams
 from t1train.engines.sglang import SGLangEngine, decode_routed_experts, encode_routed_experts
+
 from .sglang_standin import StandInSGLangServer
 
 
@@ -93,24 +94,46 @@ def test_ids_logprobs_and_routing_come_back_exactly(client, tiny, tiny_engine):
 
 def test_finish_reasons(client):
     sp = SamplingParams(max_new_tokens=40, seed=1)
-    g = client.parse_response({"output_ids": [5, 2], "meta_info": {
-        "finish_reason": {"type": "stop", "matched": 2}, "output_token_logprobs": [[-1.0, 5, None], [-0.5, 2, None]]}},
-        False)
+    g = client.parse_response(
+        {
+            "output_ids": [5, 2],
+            "meta_info": {
+                "finish_reason": {"type": "stop", "matched": 2},
+                "output_token_logprobs": [[-1.0, 5, None], [-0.5, 2, None]],
+            },
+        },
+        False,
+    )
     assert g.finish_reason == "stop" and g.matched_stop == 2 and g.stopped_on_token
-    g = client.parse_response({"meta_info": {"finish_reason": {"type": "stop", "matched": "```"},
-                                             "output_token_logprobs": [[-1.0, 5, None]]}}, False)
+    g = client.parse_response(
+        {
+            "meta_info": {
+                "finish_reason": {"type": "stop", "matched": "```"},
+                "output_token_logprobs": [[-1.0, 5, None]],
+            }
+        },
+        False,
+    )
     assert g.matched_stop == "```" and not g.stopped_on_token
     g = client.generate([[1, 2]], dataclasses.replace(sp, max_new_tokens=3, ignore_eos=True))[0]
     assert g.finish_reason == "length" and len(g.token_ids) == 3
 
 
-@pytest.mark.parametrize("response,match", [
-    ({"meta_info": {"finish_reason": {"type": "length"}}}, "return_logprob"),
-    ({"output_ids": [1], "meta_info": {"finish_reason": {"type": "length"},
-                                       "output_token_logprobs": [[-1.0, 2, None]]}}, "disagree"),
-    ({"meta_info": {"finish_reason": None, "output_token_logprobs": []}}, "not a finished"),
-    ({"meta_info": {"finish_reason": {"type": "weird"}, "output_token_logprobs": []}}, "unknown"),
-])
+@pytest.mark.parametrize(
+    "response,match",
+    [
+        ({"meta_info": {"finish_reason": {"type": "length"}}}, "return_logprob"),
+        (
+            {
+                "output_ids": [1],
+                "meta_info": {"finish_reason": {"type": "length"}, "output_token_logprobs": [[-1.0, 2, None]]},
+            },
+            "disagree",
+        ),
+        ({"meta_info": {"finish_reason": None, "output_token_logprobs": []}}, "not a finished"),
+        ({"meta_info": {"finish_reason": {"type": "weird"}, "output_token_logprobs": []}}, "unknown"),
+    ],
+)
 def test_malformed_responses_raise(client, response, match):
     with pytest.raises(EngineError, match=match):
         client.parse_response(response, False)
@@ -199,8 +222,11 @@ def test_unreachable_server():
 def test_aborted_request_returns_partial_ids(client, server, how):
     server.hold_s = 5.0
     out = {}
-    t = threading.Thread(target=lambda: out.update(g=client.generate(
-        [[1, 2, 3]], SamplingParams(max_new_tokens=10, ignore_eos=True, seed=0))[0]))
+    t = threading.Thread(
+        target=lambda: out.update(
+            g=client.generate([[1, 2, 3]], SamplingParams(max_new_tokens=10, ignore_eos=True, seed=0))[0]
+        )
+    )
     t.start()
     while not server.requests:
         time.sleep(0.01)

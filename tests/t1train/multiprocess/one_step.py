@@ -24,19 +24,38 @@ def spread(trajectory, **kwargs) -> list[float]:
     """A reward that varies within groups (the untrained tiny model passes no checks): the advantages, the critic's
     targets and so the gradients are non-zero. A function of the sampled tokens only, so equal data gives equal
     rewards in every process layout."""
-    return [float(sum(t.token_ids()[len(t.prompt_ids):]) % 5) for t in trajectory]
+    return [float(sum(t.token_ids()[len(t.prompt_ids) :]) % 5) for t in trajectory]
 
 
 def main(task: str, out: str) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     torch.manual_seed(0)
     model, tokenizer = load_model_and_tokenizer("tiny")
-    args = T1Config(output_dir=out, algorithm="ppo", r3=True, tasks=[task], train_seeds=[0, 1, 2, 3],
-                    num_generations=2, per_device_train_batch_size=8 // world, gradient_accumulation_steps=1,
-                    max_steps=1, max_turns=2, max_new_tokens=8, rollout_concurrency=4, learning_rate=1e-3,
-                    lr_scheduler_type="constant", adam_epsilon=1e-3, critic_warmup_iterations=0, critic_learning_rate=1e-3,
-                    off_policy_correction="token_truncate", save_strategy="no", seed=0, torch_compile=False,
-                    system_prompt="Act in the shell.", disable_tqdm=True)
+    args = T1Config(
+        output_dir=out,
+        algorithm="ppo",
+        r3=True,
+        tasks=[task],
+        train_seeds=[0, 1, 2, 3],
+        num_generations=2,
+        per_device_train_batch_size=8 // world,
+        gradient_accumulation_steps=1,
+        max_steps=1,
+        max_turns=2,
+        max_new_tokens=8,
+        rollout_concurrency=4,
+        learning_rate=1e-3,
+        lr_scheduler_type="constant",
+        adam_epsilon=1e-3,
+        critic_warmup_iterations=0,
+        critic_learning_rate=1e-3,
+        off_policy_correction="token_truncate",
+        save_strategy="no",
+        seed=0,
+        torch_compile=False,
+        system_prompt="Act in the shell.",
+        disable_tqdm=True,
+    )
     trainer = T1Trainer(model, args, processing_class=tokenizer, reward_funcs=[spread])
     if trainer.accelerator.is_main_process:  # the starting point, to compare updates rather than weights
         model.save_pretrained(os.path.join(out, "initial"))
