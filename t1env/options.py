@@ -90,6 +90,8 @@ class EnvKwargs(BaseModel):
 
     @model_validator(mode="after")
     def _checked(self):
+        # EnvOptions has its backend; EnvKwargs has none yet (the YAML names it beside them, and EnvConfig checks the
+        # pair), so docker_host is judged here as if the backend were docker and only its type is checked
         check_env_options(**{**self.model_dump(), "backend": getattr(self, "backend", "docker")})
         return self
 
