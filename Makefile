@@ -98,7 +98,7 @@ test-fast: setup-all  ## the quick loop: what plain `pytest` runs
 	$(PY) -m pytest -q
 
 docs-tasks: setup-core  ## regenerate the task catalogue (a test fails when it is stale)
-	$(PY) -m t1env.catalog > docs/tasks.md
+	$(PY) -m t1env.tools.catalog > docs/tasks.md
 
 bench: setup-core
 	$(PY) bench/env_latency.py

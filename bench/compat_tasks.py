@@ -30,7 +30,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "compat"
 
 def upstream(task) -> tuple[str, float]:
     """Run the oracle, then the task's own test script as written; (result, seconds of the script)."""
-    from t1env.agents import oracle_command
+    from t1env.agent.reference import oracle_command
     from t1env.formats.oracle import oracle_actions
     from t1env.sandbox import SandboxConfig
     from t1env.sandbox.docker import DockerSandbox
@@ -90,7 +90,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from t1env import images
-    from t1env.agents import NopAgent, OracleAgent, run_episode
+    from t1env.agent.reference import NopAgent, OracleAgent, run_episode
     from t1env.env import TerminalEnv
     from t1env.sandbox import docker as D
     from t1env.sandbox.docker_images import build_bases

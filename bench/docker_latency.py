@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gymnasium as gym  # noqa: E402
 
 import t1env  # noqa: E402,F401
+from t1env.episode.shell import ShellSession  # noqa: E402
 from t1env.registry import get_task  # noqa: E402
 from t1env.sandbox import docker as D  # noqa: E402
 from t1env.sandbox import docker_pool  # noqa: E402
 from t1env.sandbox.base import SandboxConfig  # noqa: E402
-from t1env.shell import ShellSession  # noqa: E402
 
 
 def ms(xs: list[float]) -> tuple[float, float]:
@@ -150,8 +150,8 @@ def tmux_round_trips(box, n: int) -> list[float]:
 
 
 def verify_times(task_id: str, n: int) -> tuple[list[float], str]:
-    from t1env.agents import oracle_command
-    from t1env.verify import verify
+    from t1env.agent.reference import oracle_command
+    from t1env.episode.verify import verify
 
     task = get_task(task_id)
     out, note = [], ""

@@ -21,10 +21,10 @@ import time
 import gymnasium as gym
 
 import t1env  # noqa: F401
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
+from t1env.episode.shell import ShellSession
 from t1env.registry import get_task
 from t1env.sandbox.local import LocalSandbox
-from t1env.shell import ShellSession
 
 
 def stats(xs: list[float]) -> tuple[float, float, float]:

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 
-from t1env.agents import OracleAgent, run_episode
+from t1env.agent.reference import OracleAgent, run_episode
 from t1env.env import TerminalEnv
 from t1env.eval import EvalConfig, run_job
 from t1env.eval.harness import Trial, run_trial

@@ -30,7 +30,7 @@ import statistics
 import time
 
 import t1env
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.env import TerminalEnv
 from t1env.families import FAMILIES, get_family, split_seed
 from t1env.registry import get_task

@@ -23,7 +23,7 @@ import argparse
 import threading
 import time
 
-from t1env.agents import OracleAgent, run_episode
+from t1env.agent.reference import OracleAgent, run_episode
 from t1env.executor import InProcessExecutor, RayExecutor
 from t1env.registry import get_task
 

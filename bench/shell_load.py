@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from t1env import leaks  # noqa: E402
 from t1env.env import TerminalEnv  # noqa: E402
+from t1env.tools import leaks  # noqa: E402
 
 
 def pct(xs: list[float], q: float) -> float:

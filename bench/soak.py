@@ -9,7 +9,7 @@ Episodes end by submitting (the verifier runs), by the turn limit (it runs too),
 episode (the next ``reset()`` tears it down), by ``close()`` in the middle of an episode, or by an
 exception in the agent's code (the loop catches it and closes the env).
 
-Before and after, it counts what this process holds (:mod:`t1env.leaks`): processes and zombies
+Before and after, it counts what this process holds (:mod:`t1env.tools.leaks`): processes and zombies
 in its tree and in its cgroups, ``t1-*`` cgroups, episode folders, containers and volumes (Docker),
 open fds, threads and RSS. "Before" is taken after a warm-up (one episode per env, then every env
 closed: imports, images, family instances and Docker client connections exist by then); "after"
@@ -40,10 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from t1env import leaks  # noqa: E402
 from t1env.env import TerminalEnv  # noqa: E402
 from t1env.families import FAMILIES  # noqa: E402
 from t1env.registry import get_task, list_tasks  # noqa: E402
+from t1env.tools import leaks  # noqa: E402
 
 MAX_TURNS = 6  # episodes with more actions than this are truncated (and verified)
 COMMAND_TIMEOUT = 20.0  # seconds for a normal command: generous, the machine may be loaded

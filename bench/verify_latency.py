@@ -2,7 +2,7 @@
 
 Each run: reset, the oracle solves the task, then ``env.step({"submit": True})`` is timed (the checks run
 in the verifier: separate mode ends the agent first). Prints min / median / max of the submit step and
-of ``info["verify_duration"]`` (t1env.verify's own clock), and the number of checks, so that the cost
+of ``info["verify_duration"]`` (t1env.episode.verify's own clock), and the number of checks, so that the cost
 per check of the verifier's per-check processes can be read from two tasks' numbers.
 
     python bench/verify_latency.py [--runs 10] [--task hello-file] [--backends local,docker]
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 import t1env
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.env import TerminalEnv
+from t1env.episode.verify import runtime_bundle
 from t1env.registry import get_task
-from t1env.verify import runtime_bundle
 
 
 def stats(xs: list[float]) -> str:

@@ -9,9 +9,9 @@ Importing ``t1env`` registers ``T1Terminal-v0``::
 
 The package is built in layers, each importing only from itself and the layers below (bottom to top):
 foundation (errors, resources, files, spaces) -> task (``task_model``, ``formats``, ``images``, ``task``) ->
-catalogue (``families``, ``registry``) -> ``sandbox`` -> episode (``shell``, ``verify``, ``formats.steps``) ->
-agent (``agent.protocol``, ``agents``) -> env (``options``, ``env``, ``tool_env``, ``executor``) -> tools
-(``eval``, ``validate``, ``decontam``, ``export``, ...) -> this package's face and ``cli``.
+catalogue (``families``, ``registry``) -> ``sandbox/`` -> ``episode/`` (shell, verify, steps) ->
+``agent/`` (protocol, reference agents) -> env (``options``, ``env``, ``tool_env``, ``executor``) -> ``eval/`` and
+``tools/`` (validate, exploits, decontam, export, catalog, leaks, ...) -> this package's face and ``cli``.
 ``docs/architecture.md`` has the table; ``tests/test_layers.py`` checks it without importing anything.
 """
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 import gymnasium as gym
 
 from t1env.env import TerminalEnv
+from t1env.episode.verify import VerifyResult, verify
 from t1env.registry import get_task, list_tasks
 from t1env.task import Task, TaskError, load_task
-from t1env.verify import VerifyResult, verify
 
 __version__ = "0.1.0"
 

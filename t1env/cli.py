@@ -28,15 +28,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from t1env import images
-from t1env.agents import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
+from t1env.agent.reference import HumanAgent, NopAgent, OracleAgent, oracle_command_count, run_episode
 from t1env.argtypes import at_least_one
-from t1env.catalog import render
-from t1env.decontam import compare, read_corpus, read_ours
 from t1env.env import TerminalEnv
+from t1env.episode.verify import REWARD_MODES
 from t1env.errors import T1Error
 from t1env.eval.command import add_parsers as add_eval_parsers
-from t1env.exploits import EXPLOITS
-from t1env.export import export
 from t1env.families import FAMILIES, calibration_refs, parse_instance_id, split_of_seed
 from t1env.images import MAP_ENV, load_map
 from t1env.registry import PATH_ENV, discover, get_task, list_tasks, split_of
@@ -44,8 +41,11 @@ from t1env.sandbox import BACKENDS, SandboxError
 from t1env.sandbox import local as local_backend
 from t1env.sandbox.docker_images import build_bases
 from t1env.task import TASK_ID_PATTERN
-from t1env.validate import validate_task
-from t1env.verify import REWARD_MODES
+from t1env.tools.catalog import render
+from t1env.tools.decontam import compare, read_corpus, read_ours
+from t1env.tools.exploits import EXPLOITS
+from t1env.tools.export import export
+from t1env.tools.validate import validate_task
 
 # What `t1env show` says about a task's verification (docs/sandbox.md has the details).
 VERIFIER_MODE_NOTES = {

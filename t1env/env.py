@@ -37,17 +37,17 @@ from typing import Any, Iterable
 
 import gymnasium as gym
 
+from t1env.episode.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
+from t1env.episode.steps import combine, gate
+from t1env.episode.verify import VerifyResult, not_run, verify
 from t1env.errors import T1Error
 from t1env.families import get_family, split_seed
-from t1env.formats.steps import combine, gate
 from t1env.options import check_env_options
 from t1env.registry import get_task, list_tasks
 from t1env.sandbox import Sandbox, SandboxConfig, SandboxError, make_sandbox
 from t1env.sandbox.base import PRIVATE_SETUP_DIR
-from t1env.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
 from t1env.spaces import ShellAction, TerminalText, brief
 from t1env.task import Task, TaskError
-from t1env.verify import VerifyResult, not_run, verify
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class TerminalEnv(gym.Env[str, Any]):
         self._t_start = 0.0
         self._last = ""
         self.last_verification: VerifyResult | None = None
-        self._step = 0  # Harbor multi-step tasks (t1env.formats.steps): the step being played
+        self._step = 0  # Harbor multi-step tasks (t1env.episode.steps): the step being played
         self._step_results: list[VerifyResult] = []
 
     # -- limits of the current episode --------------------------------------------------------

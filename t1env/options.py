@@ -23,10 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from t1env.episode.shell import DEFAULT_MAX_OUTPUT
+from t1env.episode.verify import REWARD_MODES
 from t1env.sandbox import BACKENDS
-from t1env.shell import DEFAULT_MAX_OUTPUT
 from t1env.spaces import brief, is_seconds
-from t1env.verify import REWARD_MODES
 
 
 def _is_int(x: Any) -> bool:

@@ -1,7 +1,7 @@
 import pytest
 
+from t1env.episode.shell import ShellSession
 from t1env.sandbox.local import LocalSandbox
-from t1env.shell import ShellSession
 
 
 @pytest.fixture

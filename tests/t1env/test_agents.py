@@ -1,11 +1,11 @@
-"""t1env.agents.oracle_command: the oracle as one command, in its two forms (run as a script; typed into the
+"""t1env.agent.reference.oracle_command: the oracle as one command, in its two forms (run as a script; typed into the
 live shell, which SFT imitates). Both forms are run by a real bash here."""
 
 from __future__ import annotations
 
 import subprocess
 
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.task import load_task
 
 # make_task prepends "#!/bin/bash\nset -e\n": a failing line stops the script

@@ -5,9 +5,9 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from t1env.catalog import render
 from t1env.cli import main
 from t1env.families import FAMILIES
+from t1env.tools.catalog import render
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "tasks.md"

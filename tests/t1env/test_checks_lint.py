@@ -1,5 +1,5 @@
 """The static lint that fails a t1-format task whose checks would load the agent's code in their own
-process (t1env/checks_lint.py), and its place in ``t1env validate``."""
+process (t1env/tools/checks_lint.py), and its place in ``t1env validate``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from t1env.checks_lint import agent_code_problems
 from t1env.registry import get_task, list_tasks
-from t1env.validate import validate_task
+from t1env.tools.checks_lint import agent_code_problems
+from t1env.tools.validate import validate_task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 

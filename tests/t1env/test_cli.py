@@ -175,7 +175,7 @@ def test_validate_refuses_a_count_below_one(capsys, flag, value):
 
 
 def test_validate_task_refuses_zero_oracle_runs():
-    from t1env.validate import validate_task
+    from t1env.tools.validate import validate_task
 
     with pytest.raises(ValueError, match="runs must be an integer >= 1"):
         validate_task("hello-file", runs=0)

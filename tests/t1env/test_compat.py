@@ -1,4 +1,4 @@
-"""Terminal-Bench 1.x and Harbor task folders run unchanged (t1env.formats, t1env.images, t1env.export).
+"""Terminal-Bench 1.x and Harbor task folders run unchanged (t1env.formats, t1env.images, t1env.tools.export).
 
 Fixtures: ``tests/fixtures/compat/terminal-bench/*`` (tb-word-count, tb-expected-files: a multi-file
 tests/, tb-keystrokes: solution.yaml, tb-apt-package: a Dockerfile installing a Debian package,
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from t1env import images
-from t1env.agents import NopAgent, OracleAgent, run_episode
+from t1env.agent.reference import NopAgent, OracleAgent, run_episode
 from t1env.env import TerminalEnv
 from t1env.formats.oracle import keystroke_actions
 from t1env.registry import get_task, list_tasks, split_of, training_tasks
@@ -274,7 +274,7 @@ def test_benchmark_tasks_are_eval_only_and_never_in_train(tmp_path):
 
 
 def test_decontam_reads_both_layouts():
-    from t1env.decontam import read_corpus
+    from t1env.tools.decontam import read_corpus
 
     docs = {d.task: d for d in read_corpus(COMPAT) if d.part == "instruction"}
     assert "Count the words" in docs["terminal-bench/tb-word-count"].text
@@ -311,7 +311,7 @@ def test_cli_rejects_a_malformed_image_map_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["harbor", "terminal-bench"])
 def test_export_writes_a_loadable_package_with_the_same_checks(tmp_path, fmt):
-    from t1env.export import export
+    from t1env.tools.export import export
 
     src = get_task("hello-file")
     (d,) = export([src], fmt, tmp_path)
@@ -399,7 +399,7 @@ def offline(monkeypatch, image_map, no_network):
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=docker_only) for p in TB + HB])
 def test_docker_oracle_full_marks_noop_less(path, offline):
-    from t1env.validate import validate_task
+    from t1env.tools.validate import validate_task
 
     v = validate_task(str(path), backend="docker", runs=1, exploits=False)  # the imported tasks are not ours to fix
     assert v.ok, v.problems
@@ -508,7 +508,7 @@ def test_two_step_gate_stops_after_a_failed_step(offline):
 @pytest.mark.slow
 @pytest.mark.skipif(not _UP, reason=_WHY)
 def test_export_round_trip_keeps_per_check_results(tmp_path, offline):
-    from t1env.export import export
+    from t1env.tools.export import export
 
     src = get_task("hello-file")
 
@@ -537,8 +537,8 @@ def harbor_python(interop_python):
 
 @pytest.mark.slow
 def test_harbor_taskconfig_reads_every_exported_and_fixture_task_toml(tmp_path, harbor_python):
-    from t1env.export import export
     from t1env.registry import builtin_tasks_dir
+    from t1env.tools.export import export
 
     ids = sorted(
         p.name

@@ -6,8 +6,8 @@ import textwrap
 import pytest
 
 from t1env.cli import main
-from t1env.decontam import Doc, _yaml_fields_fallback, compare, containment, ngrams, normalize, read_corpus
 from t1env.registry import get_task
+from t1env.tools.decontam import Doc, _yaml_fields_fallback, compare, containment, ngrams, normalize, read_corpus
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 @pytest.mark.parametrize(
     "module",
     [
-        "t1env.agents",
+        "t1env.agent.reference",
         "t1env.argtypes",
         "t1env.families",
         "t1env.families.base",

@@ -23,7 +23,7 @@ def test_make_without_import_by_module_prefix():
 
 
 def test_issue_example_episode_oracle_gets_full_marks():
-    from t1env.agents import oracle_command
+    from t1env.agent.reference import oracle_command
 
     env = gym.make("T1Terminal-v0", task="hello-file")
     obs, info = env.reset(seed=0)

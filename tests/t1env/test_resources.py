@@ -20,7 +20,9 @@ def test_cache_dir_is_t1_cache_dir_else_the_user_cache_folder(monkeypatch, tmp_p
 
 
 def test_verifier_bundle_and_family_instances_are_built_under_it(monkeypatch, tmp_path):
-    verify = importlib.import_module("t1env.verify")  # the module (t1env.verify is also the name of its function)
+    verify = importlib.import_module(
+        "t1env.episode.verify"
+    )  # the module (t1env.episode.verify is also the name of its function)
     monkeypatch.setenv("T1_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(verify, "_bundle_cache", None)  # built once per process: build it again here
     assert verify.runtime_bundle().parent == tmp_path

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.env import TerminalEnv
+from t1env.episode.verify import verify
 from t1env.registry import get_task
-from t1env.verify import verify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 TASKS = {
@@ -484,7 +484,7 @@ def test_shared_mode_tests_and_runtime_are_read_only(backend):
 
 def test_forged_report_names_are_tamper_events_not_checks(make_task):
     """The host side alone: a report naming undeclared checks, duplicates and garbage changes nothing."""
-    from t1env.verify import _assemble, read_report
+    from t1env.episode.verify import _assemble, read_report
 
     task = get_task(make_task())
     declared = task.declared_checks()
@@ -556,8 +556,8 @@ PROBE = textwrap.dedent(
 def test_agent_processes_cannot_reach_the_shared_mode_verifier(backend, make_task):
     """Sandbox level, with evidence: a probe left running finds the verifier's process while the checks run
     (a check sleeps to give it time) and every way in (its stdout, environ, memory, ptrace) is refused."""
+    from t1env.episode.verify import verify
     from t1env.sandbox import make_sandbox
-    from t1env.verify import verify
 
     tests = {
         "test_slow.py": "import time\n\ndef test_a():\n    time.sleep(1.5)\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from t1env.verify import runtime_bundle
+from t1env.episode.verify import runtime_bundle
 
 PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 

@@ -1,4 +1,4 @@
-"""``t1env validate``'s answer-key lint (t1env.setup_leftovers) and setup's ``$T1_PRIVATE`` (t1env.env.run_setup,
+"""``t1env validate``'s answer-key lint (t1env.tools.setup_leftovers) and setup's ``$T1_PRIVATE`` (t1env.env.run_setup,
 Sandbox.take_private_state), on a real local sandbox."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from t1env.env import SetupError, TerminalEnv
 from t1env.registry import get_task
-from t1env.setup_leftovers import setup_leftover_problems, setup_leftovers
+from t1env.tools.setup_leftovers import setup_leftover_problems, setup_leftovers
 
 pytestmark = pytest.mark.needs_bwrap
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from t1env.shell import CommandResult, ShellSession, ansi_c_quote, clean_output
+from t1env.episode.shell import CommandResult, ShellSession, ansi_c_quote, clean_output
 
 
 def test_state_persists_across_commands(shell):

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 DRIVER = r"""
 import json, sys
-from t1env import leaks
+from t1env.tools import leaks
 from t1env.env import TerminalEnv
 
 what, n = sys.argv[1], int(sys.argv[2])

@@ -2,7 +2,7 @@
 containers, volumes, fds, threads.
 
 The script runs in a process of its own, as a user's training loop would, and reports what it holds before
-and after (:mod:`t1env.leaks`); these tests assert that, once every env is closed, it holds nothing it did not
+and after (:mod:`t1env.tools.leaks`); these tests assert that, once every env is closed, it holds nothing it did not
 hold before, and that nothing the run made outlives it.
 
 Zombies: the pid 1 of some hosts (containers, this CI machine) reaps orphans late or never, so the zombie of a
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from t1env import leaks
+from t1env.tools import leaks
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = ROOT / "bench" / "soak.py"
@@ -105,7 +105,7 @@ def test_docker_soak_leaks_nothing(sandbox_tmpdir, tmp_path):
 # snapshots and a total counted `fds: -1`). Only what the script itself does happens there.
 SNAPSHOTS = r"""
 import json, os, subprocess, threading
-from t1env import leaks
+from t1env.tools import leaks
 
 out = {}
 spare = os.open("/dev/null", os.O_RDONLY)

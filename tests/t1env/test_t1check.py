@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from t1env.export import export
+from t1env.episode.verify import runtime_bundle
 from t1env.registry import get_task
 from t1env.resources import data_dir
-from t1env.verify import runtime_bundle
+from t1env.tools.export import export
 
 _spec = importlib.util.spec_from_file_location("t1check", data_dir("verifiers") / "t1check.py")
 t1check = importlib.util.module_from_spec(_spec)

@@ -7,7 +7,7 @@ import pytest
 from transformers.utils import get_json_schema
 
 from t1env.agent.protocol import TOOLS
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.registry import get_task
 from t1env.tool_env import TerminalToolEnv
 

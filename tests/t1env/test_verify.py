@@ -2,9 +2,9 @@
 
 import pytest
 
+from t1env.episode.verify import reward, verify
 from t1env.registry import get_task
 from t1env.sandbox.local import LocalSandbox
-from t1env.verify import reward, verify
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,7 @@ def test_same_results_on_repeated_runs(make_task):
 
 
 def test_generated_tests_are_not_checks_and_validation_says_so(make_task):
-    from t1env.validate import validate_task
+    from t1env.tools.validate import validate_task
 
     src = "def test_real():\n    pass\n\nfor _i in range(3):\n    globals()[f'test_gen_{_i}'] = lambda: None\n"
     path = make_task(tests={"test_g.py": src})

@@ -74,3 +74,29 @@ def tiny_engine(tiny):
 @pytest.fixture
 def scripted_env():
     return ScriptedEnv
+
+
+def tiny_config(output_dir, **kw):
+    """A ``T1Config`` for one short step of the tiny model on ``ScriptedEnv``: 2 seeds x 2 generations of 2 turns
+    of 8 new tokens, one optimizer step, nothing saved; ``kw`` overrides any field."""
+    from t1train.trainer import T1Config
+
+    base = dict(
+        output_dir=str(output_dir),
+        tasks=["scripted"],
+        train_seeds=[0, 1],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=1,
+        rollout_concurrency=4,
+        system_prompt="Act.",
+        disable_tqdm=True,
+        save_strategy="no",
+        report_to="none",
+        learning_rate=1e-3,
+        seed=0,
+    )
+    base.update(kw)
+    return T1Config(**base)

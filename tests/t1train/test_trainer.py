@@ -16,6 +16,8 @@ from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner
 from t1train.sft import OracleEngine, oracle_turns, sft_dataset
 from t1train.trainer import T1Config, T1Trainer
 
+from .conftest import tiny_config
+
 SCRIPT = oracle_turns("touch a")  # passes one of the scripted env's two checks
 
 
@@ -28,24 +30,7 @@ def one_thread():
 
 
 def config(tmp_path, **kw) -> T1Config:
-    base = dict(
-        output_dir=str(tmp_path / "out"),
-        tasks=["scripted"],
-        train_seeds=[0, 1],
-        max_turns=2,
-        max_new_tokens=8,
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_steps=1,
-        rollout_concurrency=4,
-        system_prompt="Act.",
-        disable_tqdm=True,
-        save_strategy="no",
-        learning_rate=1e-3,
-        seed=0,
-    )
-    base.update(kw)
-    return T1Config(**base)
+    return tiny_config(tmp_path / "out", **kw)
 
 
 def make_trainer(tiny, tmp_path, scripted_env, **kw):

@@ -10,6 +10,8 @@ import torch
 from t1train.rollout import EpisodeSpec
 from t1train.trainer import T1Config, T1Trainer
 
+from .conftest import tiny_config
+
 
 @pytest.fixture(autouse=True)
 def one_thread():
@@ -21,27 +23,11 @@ def one_thread():
 
 def r3_trainer(tiny, tmp_path, scripted_env, **kw) -> T1Trainer:
     model, tokenizer = tiny
-    args = dict(
-        output_dir=str(tmp_path / "out"),
-        tasks=["scripted"],
-        train_seeds=[0, 1],
-        max_turns=2,
-        max_new_tokens=8,
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_steps=1,
-        rollout_concurrency=4,
-        system_prompt="Act.",
-        disable_tqdm=True,
-        save_strategy="no",
-        learning_rate=1e-3,
-        seed=0,
-        algorithm="grpo",
-        r3=True,
-    )
-    args.update(kw)
     return T1Trainer(
-        copy.deepcopy(model), T1Config(**args), processing_class=tokenizer, make_env=lambda task: scripted_env(task)
+        copy.deepcopy(model),
+        tiny_config(tmp_path / "out", **{"algorithm": "grpo", "r3": True, **kw}),
+        processing_class=tokenizer,
+        make_env=lambda task: scripted_env(task),
     )
 
 

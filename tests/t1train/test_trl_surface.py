@@ -24,7 +24,7 @@ from t1train import trl_surface
 from t1train.trainer import T1Config, T1Trainer
 from t1train.trl_surface import SURFACE, check, missing_instance_attributes
 
-from .conftest import ScriptedEnv
+from .conftest import ScriptedEnv, tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,21 +104,7 @@ def test_a_version_bound_entry_is_checked_only_where_it_applies():
 @pytest.fixture(scope="module")
 def trainer(tiny, tmp_path_factory):
     model, tokenizer = tiny
-    args = T1Config(
-        output_dir=str(tmp_path_factory.mktemp("surface")),
-        tasks=["scripted"],
-        train_seeds=[0, 1],
-        max_turns=2,
-        max_new_tokens=8,
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_steps=1,
-        system_prompt="Act.",
-        disable_tqdm=True,
-        save_strategy="no",
-        report_to="none",
-        seed=0,
-    )
+    args = tiny_config(tmp_path_factory.mktemp("surface"), rollout_concurrency=8, learning_rate=1e-6)
     return T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: ScriptedEnv(task))
 
 
@@ -187,22 +173,15 @@ def test_the_critic_steps_once_per_optimizer_step(tiny, tmp_path, scripted_env):
     """The critic's optimizer steps from a public callback (``on_optimizer_step``), not by counting TRL's private
     micro-step counter: two optimizer steps of two micro-batches each step it twice, and it learns."""
     model, tokenizer = tiny
-    args = T1Config(
-        output_dir=str(tmp_path / "out"),
-        tasks=["scripted"],
+    args = tiny_config(
+        tmp_path / "out",
         train_seeds=[0, 1, 2, 3],
-        max_turns=2,
-        max_new_tokens=8,
-        num_generations=2,
         per_device_train_batch_size=2,
         gradient_accumulation_steps=2,
         max_steps=2,
-        system_prompt="Act.",
-        disable_tqdm=True,
-        save_strategy="no",
-        report_to="none",
+        rollout_concurrency=8,
+        learning_rate=1e-6,
         critic_learning_rate=1e-2,
-        seed=0,
     )
     trainer = T1Trainer(
         copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: scripted_env(task)

@@ -3,7 +3,7 @@
 import io
 
 from t1env.agent.protocol import format_observation
-from t1env.agents import HumanAgent, run_episode
+from t1env.agent.reference import HumanAgent, run_episode
 from t1env.env import TerminalEnv
 
 

@@ -4,7 +4,7 @@ $T1_TEST_BLOCK_MARKER and then keeps running `sleep 1` until the episode is stop
 import os
 from pathlib import Path
 
-from t1env.agents import OracleAgent
+from t1env.agent.reference import OracleAgent
 
 
 class BlockingOracle:

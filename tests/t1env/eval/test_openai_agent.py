@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.eval import EvalConfig, EvalOptions, run_job
 from t1env.eval.results import read_json
 from t1env.registry import get_task

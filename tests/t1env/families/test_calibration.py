@@ -5,7 +5,7 @@ CI (.ci/run) runs on the same sample with 3 oracle runs; the gate's own tests ar
 import pytest
 
 from t1env.families import calibration_refs
-from t1env.validate import validate_task
+from t1env.tools.validate import validate_task
 
 
 @pytest.mark.slow

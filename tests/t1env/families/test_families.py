@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import t1env  # noqa: F401
-from t1env.agents import oracle_command
+from t1env.agent.reference import oracle_command
 from t1env.cli import main
 from t1env.families import (
     FAMILIES,

@@ -344,7 +344,7 @@ def test_killed_container_is_reported(default_image):
 
 
 def test_shell_session_in_container(box):
-    from t1env.shell import ShellSession
+    from t1env.episode.shell import ShellSession
 
     with ShellSession(box) as sh:
         assert sh.run("cd /tmp && X=42").exit_code == 0
@@ -383,7 +383,7 @@ def test_oracle_gets_full_marks_on_docker_for_every_task(default_image):
     import gymnasium as gym
 
     import t1env  # noqa: F401
-    from t1env.agents import OracleAgent, run_episode
+    from t1env.agent.reference import OracleAgent, run_episode
     from t1env.registry import get_task, list_tasks
 
     for task in map(get_task, list_tasks()):

@@ -30,7 +30,7 @@ pytest.importorskip("docker", reason="the docker SDK is not installed: pip insta
 import gymnasium as gym  # noqa: E402
 
 import t1env  # noqa: E402,F401  (registers T1Terminal-v0)
-from t1env.agents import oracle_command  # noqa: E402
+from t1env.agent.reference import oracle_command  # noqa: E402
 from t1env.sandbox import docker as D  # noqa: E402
 from t1env.sandbox import docker_pool, docker_verifier  # noqa: E402
 from t1env.sandbox.base import VERIFIER_DIR, SandboxConfig, VerifierOptions  # noqa: E402

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from t1env.episode.shell import ShellSession
 from t1env.sandbox.base import SandboxConfig, SandboxError
 from t1env.sandbox.cgroups import SandboxCgroups
 from t1env.sandbox.local import LocalSandbox, SandboxWarning, etc_secrets
-from t1env.shell import ShellSession
 
 
 def sh(box, script, timeout=30):

@@ -13,7 +13,7 @@ folders the system changes by itself: ``/proc``, ``/sys``, ``/dev``); each one t
 path or by its folder, is a problem, in one line that says where to write it instead.
 
 Example:
-    >>> from t1env.setup_leftovers import setup_leftover_problems
+    >>> from t1env.tools.setup_leftovers import setup_leftover_problems
     >>> setup_leftover_problems("hello-file")  # no setup.sh: nothing to look at
     []
 """

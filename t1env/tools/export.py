@@ -22,10 +22,10 @@ import json
 import shutil
 from pathlib import Path
 
+from t1env.episode.verify import runtime_bundle
 from t1env.errors import T1Error
 from t1env.sandbox.docker_images import default_dockerfile
 from t1env.task import Task, TaskError
-from t1env.verify import runtime_bundle
 
 FORMATS = ("harbor", "terminal-bench")
 RUNTIME_DIR = "_t1"

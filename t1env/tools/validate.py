@@ -4,9 +4,9 @@ For each task: it parses (one-line error otherwise); the sandbox (or Docker imag
 for the verifier and the tools the task lists; the
 oracle (``solution/solve.sh``) gets full marks on every one of ``runs`` episodes; the per-check
 results are identical across those runs; the no-op agent (submits at once) gets less than
-full marks; and no exploit of :mod:`t1env.exploits` (generic shortcuts that do not do the task:
+full marks; and no exploit of :mod:`t1env.tools.exploits` (generic shortcuts that do not do the task:
 delete the inputs, touch the named outputs, empty commits, ...) earns more than
-:data:`t1env.exploits.TOLERANCE` checks beyond the no-op agent, or full marks.
+:data:`t1env.tools.exploits.TOLERANCE` checks beyond the no-op agent, or full marks.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from t1env.agents import NopAgent, OracleAgent, run_episode
-from t1env.checks_lint import agent_code_problems
+from t1env.agent.reference import NopAgent, OracleAgent, run_episode
 from t1env.env import TerminalEnv
-from t1env.exploits import run_gate, verdicts
 from t1env.registry import get_task
 from t1env.sandbox import make_sandbox
-from t1env.setup_leftovers import setup_leftover_problems
 from t1env.task import TaskError
+from t1env.tools.checks_lint import agent_code_problems
+from t1env.tools.exploits import run_gate, verdicts
+from t1env.tools.setup_leftovers import setup_leftover_problems
 
 
 @dataclass
@@ -81,7 +81,9 @@ def validate_task(
             v.problems.append(
                 f"empty folders are lost by git ({', '.join(empty)}): create them in environment/setup.sh"
             )
-    v.problems += agent_code_problems(task)  # checks must not load the agent's code in process (t1env/checks_lint.py)
+    v.problems += agent_code_problems(
+        task
+    )  # checks must not load the agent's code in process (t1env/tools/checks_lint.py)
     try:
         v.problems += environment_problems(task, backend)
         v.problems += setup_leftover_problems(task, backend)

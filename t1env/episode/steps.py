@@ -14,8 +14,8 @@ every step's checks count; ``final`` — only the last step's checks count.
 
 from __future__ import annotations
 
+from t1env.episode.verify import CheckResult, VerifyResult, not_run
 from t1env.task import Task
-from t1env.verify import CheckResult, VerifyResult, not_run
 
 
 def step_rewards(step: Task, res: VerifyResult) -> dict[str, float]:

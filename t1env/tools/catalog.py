@@ -1,6 +1,6 @@
 """The task catalogue, ``docs/tasks.md``, generated from the packages so that it never goes stale.
 
-    t1env catalog > docs/tasks.md        (or: python -m t1env.catalog > docs/tasks.md)
+    t1env catalog > docs/tasks.md        (or: python -m t1env.tools.catalog > docs/tasks.md)
 
 It lists the built-in seed tasks (id, category, difficulty, split, checks, oracle command count),
 their counts per category and difficulty, and the task families (checks and oracle commands over
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from t1env.agents import oracle_command_count
+from t1env.agent.reference import oracle_command_count
 from t1env.families import CALIBRATION_SEEDS, FAMILIES, TEST_EVERY, materialize
 from t1env.registry import _packages_in, builtin_tasks_dir, split_of
 from t1env.task import load_task
