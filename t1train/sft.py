@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from t1env.agents import oracle_command, typed_script
+from t1env.agent.reference import oracle_command, typed_script
 from t1env.registry import get_task
 from t1train.engines.base import FINISH_STOP, Generation, SamplingParams, episode_seed
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 
-from t1env.agents import NopAgent, OracleAgent
+from t1env.agent.reference import NopAgent, OracleAgent
 from t1env.eval.hf_agent import HFAgent, agent_protocol, load
 from t1env.eval.openai_agent import OpenAIAgent, require_openai, tool_mode
 from t1env.eval.options import EvalAgent, EvalOptions

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from t1env.episode.verify import REWARD_MODES
 from t1env.eval.agents import EvalOptions, check_agent_spec
 from t1env.eval.harness import EvalConfig, plan_trials, run_job
 from t1env.eval.report import write_report
@@ -26,7 +27,6 @@ from t1env.eval.results import read_json
 from t1env.families import FAMILIES
 from t1env.registry import list_tasks
 from t1env.sandbox import BACKENDS
-from t1env.verify import REWARD_MODES
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
