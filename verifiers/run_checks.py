@@ -180,7 +180,7 @@ def run_script(script: str, logs: str, emit) -> int:
 
 
 def check_name(nodeid: str) -> str:
-    """The declared check a pytest node id belongs to: its test function (parameters dropped); as t1env.verify."""
+    """The declared check a pytest node id belongs to: its test function (parameters dropped); as t1env.episode.verify."""
     return nodeid.split("[", 1)[0]
 
 
@@ -359,6 +359,8 @@ class CheckRunner:
         if self.in_check:
             return None  # a check's process: pytest's own collection, of its check only
         self.precompile(session.config)
+        preload()
+        wait_for_go(self.args.go_fd)
         sys.stdout.flush()
         sys.stderr.flush()
         gc.freeze()  # what the parent built is shared with every check's process, not swept in each
@@ -576,6 +578,46 @@ def end_leftovers() -> None:
         time.sleep(0.005)
 
 
+# Standard-library modules checks commonly import: imported once in the parent (while a prepared verifier waits),
+# each check's process finds them loaded. Only the interpreter's own library; a module missing here is skipped.
+PRELOAD = ("json", "subprocess", "pathlib", "re", "csv", "hashlib", "shutil", "tempfile", "sqlite3", "textwrap",
+           "datetime", "collections", "itertools", "functools", "io", "stat", "difflib", "tarfile", "gzip", "zipfile",
+           "configparser", "tomllib", "statistics", "decimal", "fractions", "string", "struct", "base64", "glob")
+
+
+def preload() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - an interpreter without it: the check that needs it says so
+            continue
+
+
+def wait_for_go(fd) -> None:
+    """A prepared verifier (``--go-fd``): everything up to the checks is done; wait until the host says go (one
+    line on ``fd``, written once the agent's processes are gone). End of file instead: the host discarded this
+    verifier (the episode ended without a verification, or the task changed), so exit without running anything."""
+    if fd is None:
+        return
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = os.read(fd, 64)
+        except InterruptedError:
+            continue
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    os.close(fd)
+    if fd == 0:  # stdin was the channel (Docker's attach socket): the checks get /dev/null there, as cold
+        null = os.open(os.devnull, os.O_RDONLY)
+        if null != 0:
+            os.dup2(null, 0)
+            os.close(null)
+
+
 def main() -> int:
     dumpable = not no_dump()
     report_fd = os.dup(1)  # non-inheritable (close-on-exec) by default
@@ -594,9 +636,11 @@ def main() -> int:
     ap.add_argument("--checks", default="[]", help="the declared checks (JSON list of node ids), from the host")
     ap.add_argument("--policy", choices=("refuse", "record"), default="refuse", help="agent code in a check's process")
     ap.add_argument("--trust", action="append", default=[], help="another folder of trusted test code (e.g. /tests)")
+    ap.add_argument("--go-fd", type=int, help="a prepared verifier: run the checks once a line arrives on this fd")
     ap.add_argument("tests")
     args = ap.parse_args()
     if args.script:
+        wait_for_go(args.go_fd)
         code = run_script(args.script, args.logs or "/logs/verifier", emit)
         emit({"event": "finished", "exitstatus": code})
         report.close()

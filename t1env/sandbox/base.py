@@ -319,6 +319,22 @@ class Sandbox(ABC):
             pass
         return VerifierRun(r, "none", [f"the {self.name} backend runs the verifier beside the agent's processes"])
 
+    def prepare_verifier(
+        self, runtime: Path, tests: Path, mode: str = "separate", options: "VerifierOptions | None" = None
+    ) -> bool:
+        """Start, while the episode runs, the verifier that a later :meth:`run_verifier` with the same
+        ``runtime``, ``tests``, ``mode`` and ``options`` will use: its isolated environment, the interpreter,
+        t1's runtime and pytest imported, the tests compiled, waiting on a channel only the host holds. At
+        submission :meth:`run_verifier` ends the agent as it always does and only then says go, so the checks
+        still see exactly what the agent left and nothing of the agent is alive (or unfrozen) while they run.
+
+        The contract for a backend that prepares: nothing prepared shares the agent's pid or mount namespace
+        while the agent runs; the agent can neither see nor change what was prepared (the runtime, the tests and
+        the private state go where no agent process can look); a :meth:`run_verifier` with other arguments, or
+        one after the sandbox changed, discards it and runs cold; :meth:`stop` ends it. Returns whether a
+        verifier was prepared. This default prepares nothing (``run_verifier`` then starts cold)."""
+        return False
+
     # -- verifier-private state --------------------------------------------------------------
     _private_state: Path | None = None
 
