@@ -1,9 +1,11 @@
 """Docker backend latency: reset (cold build / cached image / warm pool), command round trip,
 verification, and a tmux baseline (the Terminal-Bench way) on the same container in the same run.
 
-    python bench/docker_latency.py [--n 30] [--task hello-file]
+    python bench/docker_latency.py [--n 30] [--task hello-file] [--verify-n 10] [--only verify|shell]
 
-Prints a table of medians (and p90). Needs a Docker engine and the base image
+Prints a table of medians (and p90). Verification is timed cold (the verifier container started at submission)
+and prepared (started with the episode by ``verify.prepare``, told go at submission), alternating, each on a
+fresh oracle-solved container. Needs a Docker engine and the base image
 (``.ci/docker-setup.sh``). The tmux baseline drives a tmux server inside the container with
 ``tmux send-keys '<cmd>; tmux wait -S done' Enter``, ``tmux wait done`` and ``tmux capture-pane -p``,
 each run through the engine's exec API as Terminal-Bench's harness does.
@@ -149,27 +151,35 @@ def tmux_round_trips(box, n: int) -> list[float]:
     return out
 
 
-def verify_times(task_id: str, n: int) -> tuple[list[float], str]:
+def verify_times(task_id: str, n: int, prepared: bool, episode_s: float = 1.0) -> tuple[list[float], str]:
+    """verify() of ``n`` oracle-solved episodes, each in a fresh container (a verification ends the agent's).
+    ``prepared``: the verifier container was started at the episode's start (``verify.prepare``) and had
+    ``episode_s`` seconds to warm up, as it has while an agent plays."""
     from t1env.agent.reference import oracle_command
-    from t1env.episode.verify import verify
+    from t1env.episode.verify import prepare, verify
 
     task = get_task(task_id)
     out, note = [], ""
-    box = D.DockerSandbox(SandboxConfig.from_task(task), task=task)
-    box.start()
-    try:
-        with ShellSession(box) as sh:
-            sh.run(oracle_command(task), timeout=120)
-        for _ in range(n):
+    for _ in range(n):
+        box = D.DockerSandbox(SandboxConfig.from_task(task), task=task, pool=False)
+        box.start()
+        try:
+            if prepared and not prepare(box, task):
+                raise SystemExit("the Docker backend prepared no verifier")
+            with ShellSession(box) as sh:
+                sh.run(oracle_command(task), timeout=120)
+            time.sleep(episode_s)
             t0 = time.perf_counter()
             res = verify(box, task)
             out.append(time.perf_counter() - t0)
-        info = res.to_info()
-        note = f"{info['passed']}/{info['total']} checks" + (
-            f"; {info.get('verifier_error')}" if info.get("verifier_error") else ""
-        )
-    finally:
-        box.stop()
+        finally:
+            box.stop()
+        if res.prepared != prepared:
+            raise SystemExit(f"verify(): prepared={res.prepared}, expected {prepared}")
+    info = res.to_info()
+    note = f"{info['passed']}/{info['total']} checks" + (
+        f"; {info.get('verifier_error')}" if info.get("verifier_error") else ""
+    )
     return out, note
 
 
@@ -178,6 +188,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--task", default="hello-file")
     ap.add_argument("--cold", type=int, default=3, help="cold builds to time")
+    ap.add_argument("--verify-n", type=int, default=10, help="verifications to time, cold and prepared each")
+    ap.add_argument("--only", choices=("verify", "shell"), help="time only the verifications or the shell")
     args = ap.parse_args()
     n = args.n
     ok, why = D.engine_available()
@@ -191,47 +203,58 @@ def main() -> None:
     )
 
     rows: list[tuple[str, tuple[float, float], str]] = []
-    rows.append(
-        (
-            "reset: cold build (new 1-step Dockerfile) + container + shell",
-            ms(cold_build_reset(args.task, args.cold)),
-            f"n={args.cold}",
-        )
-    )
-    rows.append(("reset: cached image, no pool", ms(env_resets(args.task, max(5, n // 3), pool=0)), "env.reset()"))
-    rows.append(("reset: warm pool", ms(env_resets(args.task, n, pool=1)), "env.reset()"))
-    rows.append(
-        (
-            "reset: warm pool + env prestart (default), 2 s episodes",
-            ms(env_resets(args.task, n, pool=1, prestart=True, episode_s=2.0)),
-            "env.reset()",
-        )
-    )
-
-    D.configure_pool(0)
-    box = D.DockerSandbox(SandboxConfig(), pool=False)
-    box.start()
-    try:
-        rows.append(("shell spawn: docker exec -it (pexpect)", ms(exec_spawn(box, 10)), "ShellSession.start"))
-        rt = round_trips(box, n * 10)
-        rows.append(("round trip: ShellSession.run (docker exec -it)", ms(rt), "echo i"))
-        sp, srt = socket_round_trips(box, n * 10)
-        rows.append(("round trip: SDK attached socket (fdspawn)", ms(srt), f"spawn {sp * 1e3:.0f} ms"))
-        tm = tmux_round_trips(box, n)
-        rows.append(("round trip: tmux send-keys/wait -S/capture-pane", ms(tm), "Terminal-Bench way"))
-        t0 = time.perf_counter()
-        r = box.exec(["true"], timeout=10)
+    if args.only is None:
         rows.append(
             (
-                "exec(argv) via in-container helper",
-                ms([time.perf_counter() - t0] + [_timed(box.exec, ["true"], timeout=10) for _ in range(n)]),
-                f"rc={r.exit_code}",
+                "reset: cold build (new 1-step Dockerfile) + container + shell",
+                ms(cold_build_reset(args.task, args.cold)),
+                f"n={args.cold}",
             )
         )
-    finally:
-        box.stop()
-    vt, note = verify_times(args.task, 5)
-    rows.append((f"verify ({args.task}, oracle solved)", ms(vt), note))
+        rows.append(("reset: cached image, no pool", ms(env_resets(args.task, max(5, n // 3), pool=0)), "env.reset()"))
+        rows.append(("reset: warm pool", ms(env_resets(args.task, n, pool=1)), "env.reset()"))
+        rows.append(
+            (
+                "reset: warm pool + env prestart (default), 2 s episodes",
+                ms(env_resets(args.task, n, pool=1, prestart=True, episode_s=2.0)),
+                "env.reset()",
+            )
+        )
+
+    rt = tm = None
+    if args.only in (None, "shell"):
+        D.configure_pool(0)
+        box = D.DockerSandbox(SandboxConfig(), pool=False)
+        box.start()
+        try:
+            rows.append(("shell spawn: docker exec -it (pexpect)", ms(exec_spawn(box, 10)), "ShellSession.start"))
+            rt = round_trips(box, n * 10)
+            rows.append(("round trip: ShellSession.run (docker exec -it)", ms(rt), "echo i"))
+            sp, srt = socket_round_trips(box, n * 10)
+            rows.append(("round trip: SDK attached socket (fdspawn)", ms(srt), f"spawn {sp * 1e3:.0f} ms"))
+            if args.only is None:
+                tm = tmux_round_trips(box, n)
+                rows.append(("round trip: tmux send-keys/wait -S/capture-pane", ms(tm), "Terminal-Bench way"))
+            t0 = time.perf_counter()
+            r = box.exec(["true"], timeout=10)
+            rows.append(
+                (
+                    "exec(argv) via in-container helper",
+                    ms([time.perf_counter() - t0] + [_timed(box.exec, ["true"], timeout=10) for _ in range(n)]),
+                    f"rc={r.exit_code}",
+                )
+            )
+        finally:
+            box.stop()
+    if args.only in (None, "verify"):
+        cold, prep = [], []
+        for _ in range(args.verify_n):  # alternating, so a change in the machine's load hits both alike
+            vt, note = verify_times(args.task, 1, prepared=False)
+            cold += vt
+            vt, note_p = verify_times(args.task, 1, prepared=True)
+            prep += vt
+        rows.append((f"verify ({args.task}, oracle solved): cold verifier container", ms(cold), note))
+        rows.append((f"verify ({args.task}, oracle solved): prepared (verify.prepare)", ms(prep), note_p))
     D.close_pools()
 
     w = max(len(r[0]) for r in rows)
@@ -239,13 +262,16 @@ def main() -> None:
     print(f"{'-' * w}  {'-' * 10}  {'-' * 9}  ----")
     for name, (med, p90), note in rows:
         print(f"{name:<{w}}  {med:>10.2f}  {p90:>9.2f}  {note}")
-    ratio = statistics.median(tm) / statistics.median(rt)
-    print(f"\nround trip speed-up over the tmux baseline: {ratio:.0f}x (goal >= 50x)")
-    warm = [r for r in rows if r[0].startswith("reset: warm pool + env prestart")][0][1][0]
-    pool_only = [r for r in rows if r[0] == "reset: warm pool"][0][1][0]
-    print(
-        f"reset median with the defaults (warm pool + prestart): {warm:.0f} ms (goal <= 150 ms); pool alone: {pool_only:.0f} ms"
-    )
+    if rt and tm:
+        ratio = statistics.median(tm) / statistics.median(rt)
+        print(f"\nround trip speed-up over the tmux baseline: {ratio:.0f}x (goal >= 50x)")
+    if args.only is None:
+        warm = [r for r in rows if r[0].startswith("reset: warm pool + env prestart")][0][1][0]
+        pool_only = [r for r in rows if r[0] == "reset: warm pool"][0][1][0]
+        print(
+            f"reset median with the defaults (warm pool + prestart): {warm:.0f} ms (goal <= 150 ms); "
+            f"pool alone: {pool_only:.0f} ms"
+        )
 
 
 def _timed(fn, *a, **kw) -> float:

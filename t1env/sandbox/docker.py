@@ -195,6 +195,7 @@ class DockerSandbox(Sandbox):
         self._dead_reason: str | None = None
         self.warm = False  # whether the container came from the pool
         self._cli: str | None = None
+        self._prepared: docker_verifier.Prepared | None = None  # a verifier container waiting for the episode's end
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -238,6 +239,7 @@ class DockerSandbox(Sandbox):
             return False
 
     def stop(self) -> None:
+        docker_verifier.discard(self)  # queued before the agent's container: it mounts that container's volumes
         self.drop_private_state()
         box, self._box = self._box, None
         if box is not None:
@@ -394,6 +396,10 @@ class DockerSandbox(Sandbox):
     ) -> VerifierRun:
         """In a verifier container of its own on the pristine image: see :mod:`t1env.sandbox.docker_verifier`."""
         return docker_verifier.run_verifier(self, runtime, tests, timeout, mode, options)
+
+    def prepare_verifier(self, runtime: Path, tests: Path | None, mode: str = "separate", options=None) -> bool:
+        """Start the verifier container while the agent plays: see :mod:`t1env.sandbox.docker_verifier`."""
+        return docker_verifier.prepare(self, runtime, tests, mode, options)
 
     def oom_kills(self) -> int | None:
         """The container's memory cgroup counter, read inside it (cgroup v1, then v2 layout)."""

@@ -258,10 +258,12 @@ def close_pools() -> int:
 
 
 class _Reaper:
-    """Removes containers in a background thread, so stop() does not wait for the engine."""
+    """Removes containers in a background thread, so stop() does not wait for the engine. Removals run in the
+    order they were asked for: a prepared verifier's container (which mounts the agent's volumes) goes before
+    the agent's container, whose removal then takes those volumes with it."""
 
     def __init__(self):
-        self.q: collections.deque[_Box] = collections.deque()
+        self.q: collections.deque[tuple[str, str | None, bool, tuple[str, ...]]] = collections.deque()
         self.cond = threading.Condition()
         self.busy = 0
         self.thread: threading.Thread | None = None
@@ -269,19 +271,25 @@ class _Reaper:
     def remove(self, box: _Box) -> None:
         if box.helper is not None:
             box.helper.close()
+        self.remove_id(box.id, box.host)
+
+    def remove_id(self, cid: str, host: str | None, volumes: bool = True, named: tuple[str, ...] = ()) -> None:
+        """Remove container ``cid`` of engine ``host`` (with its anonymous volumes when ``volumes``), then the
+        named volumes ``named``."""
+        item = (cid, host, volumes, tuple(named))
         if _exiting:  # no new threads at interpreter exit: remove it here and now
-            _remove_container(box.id, host=box.host)
+            _remove_item(item)
             return
         with self.cond:
-            self.q.append(box)
+            self.q.append(item)
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._loop, name="t1-docker-reaper", daemon=True)
                 try:
                     self.thread.start()
                 except RuntimeError:  # interpreter shutting down
                     self.thread = None
-                    self.q.remove(box)
-                    _remove_container(box.id, host=box.host)
+                    self.q.remove(item)
+                    _remove_item(item)
                     return
             self.cond.notify_all()
 
@@ -293,10 +301,10 @@ class _Reaper:
                     if not self.q:
                         self.thread = None
                         return
-                box = self.q.popleft()
+                item = self.q.popleft()
                 self.busy += 1
             try:
-                _remove_container(box.id, host=box.host)
+                _remove_item(item)
             finally:
                 with self.cond:
                     self.busy -= 1
@@ -312,8 +320,18 @@ class _Reaper:
                 self.cond.wait(0.1)
             leftover = list(self.q)
             self.q.clear()
-        for box in leftover:
-            _remove_container(box.id, host=box.host)
+        for item in leftover:
+            _remove_item(item)
+
+
+def _remove_item(item: tuple[str, str | None, bool, tuple[str, ...]]) -> None:
+    cid, host, volumes, named = item
+    _remove_container(cid, volumes=volumes, host=host)
+    for name in named:
+        try:
+            client(host).api.remove_volume(name, force=True)
+        except Exception:  # labelled: `t1env gc` removes it once this process is gone
+            log.debug("removing volume %s", name, exc_info=True)
 
 
 _reaper = _Reaper()

@@ -5,8 +5,9 @@ and every binary on PATH, and leave processes running. So the checks never run i
 container's filesystem. They run in a **verifier container** made from the same (unmodified)
 image that mounts the agent container's work folders (its workdir, ``/tmp`` and ``/root``
 volumes, see :func:`t1env.sandbox.docker._work_mounts`) and t1's runtime and the task's tests
-read-only; its root filesystem is read-only too. Nothing is mounted or copied before the agent's
-container is stopped (``separate``) or paused (``shared``). The checks' environment is
+read-only; its root filesystem is read-only too. Started cold, nothing is mounted or copied before the agent's
+container is stopped (``separate``) or paused (``shared``); a prepared one (below) is started earlier, but no
+check runs before the agent's container is stopped. The checks' environment is
 :func:`~t1env.sandbox.base.verifier_env`: ``HOME`` is a tmpfs of the verifier container's own
 (``/.t1-home``), and the task's private setup state (kept on the host since setup exited) is mounted
 read-only at ``/.t1-private`` (``T1_PRIVATE``).
@@ -27,6 +28,25 @@ through a staging container that is created but never started, and the verifier 
 those volumes read-only, on a read-only root filesystem, exactly where the bind mounts would be. The
 agent's container never mounts them; they are removed with the verifier container. Every property
 above holds on both paths.
+
+**Prepared** (:func:`prepare`, ``separate`` mode only; :meth:`t1env.sandbox.base.Sandbox.prepare_verifier`): the
+same container, made with the same arguments, is created and started while the agent plays, with an open stdin
+and ``--go-fd 0``: its interpreter imports t1's runtime and pytest, configures pytest and compiles the tests,
+then blocks reading one line from its stdin. Nothing of it is in the agent's reach meanwhile: it has its own pid,
+mount, ipc, uts and (empty) network namespaces and cgroup; the runtime, the tests and the private state are bind
+mounts of its own (a remote engine: volumes delivered at prepare time, mounted by it alone), never in the agent's
+container; its stdin is held by the engine, written only through the engine's API (which the agent cannot
+reach). It shares only the agent container's work volumes, as the cold one does, and reads nothing of them
+before go except what a cold verifier reads at its start. A :func:`run_verifier` with the same arguments, for
+the same container and private state, kills the agent's container and waits for it exactly as the cold path
+does, and only then writes ``go`` through an attach socket (``attach_socket``, stdin only); the timeout counts
+from there, and the report is read from the container's log as cold. Other arguments, another container, a
+prepared container that died, or ``shared`` mode (whose verifier must join the agent's pid namespace, which it
+may only do once the agent is frozen): the prepared container is discarded and the run starts cold.
+:meth:`~t1env.sandbox.docker.DockerSandbox.stop` removes one that was never told go (:func:`discard`), queued
+before the agent's container so that that container's volumes go with it; it carries the same labels as every
+t1 container, so ``t1env gc`` and the exit handler find it too. Every verifier container is removed in the
+background once its report is read.
 """
 
 from __future__ import annotations
@@ -35,6 +55,7 @@ import io
 import logging
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -53,7 +74,7 @@ from t1env.sandbox.base import (
 )
 from t1env.sandbox.docker_engine import _OWNER, LABEL, LABEL_OWNER, _one_line, client
 from t1env.sandbox.docker_images import verifier_image
-from t1env.sandbox.docker_pool import _create_kwargs, _live, _remove_container
+from t1env.sandbox.docker_pool import _create_kwargs, _live, _reaper, _remove_container
 
 log = logging.getLogger(__name__)
 
@@ -61,28 +82,33 @@ READY_WAIT = 60.0  # seconds the agent may stay paused while the verifier starts
 LOG_CAP = "16m"  # the verifier container's log (its report) is bounded by the engine
 
 
-def run_verifier(
-    sandbox, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None
-) -> VerifierRun:
-    """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring. ``options``
-    (imported tasks): the tests are also mounted read-only at ``tests_alias``, and ``private_dir``
-    is a tmpfs of the verifier container's own."""
-    from docker.types import Mount  # the docker SDK: an optional extra, imported when a verifier runs
+@dataclass
+class Prepared:
+    """A verifier container started by :func:`prepare`, waiting for the line on its stdin that says go."""
 
-    opts = options or VerifierOptions()
+    key: tuple
+    vid: str
+    host: str
+    volumes: list[str]
+    notes: list[str]
 
+
+def _key(sandbox, runtime: Path, tests: Path, mode: str, opts: VerifierOptions) -> tuple:
+    """What a prepared verifier was made for: a run with other arguments, another container or other private
+    state discards it."""
+    return (runtime, tests, mode, opts, sandbox.private_state, sandbox._box.id, sandbox.image)
+
+
+def _verifier_kwargs(sandbox, mode: str, opts: VerifierOptions, go: bool) -> dict:
+    """The verifier container's create arguments but for its mounts (:func:`_start` adds them). ``go``: it waits for
+    a line on its stdin (``--go-fd 0``) before it runs a check."""
     box = sandbox._box
-    if box is None:
-        raise SandboxError("sandbox is not started")
-    c = client(sandbox.host)
     shared = mode == "shared"
-    local_engine = not sandbox.remote
-    notes: list[str] = []
     # the task's pristine image, plus the tests' own dependencies where an imported task declares some
     image = verifier_image(sandbox.task, sandbox.image, host=sandbox.host)
     kw = _create_kwargs(image, sandbox.config, sandbox.task.id if sandbox.task else None)
     kw.update(
-        command=verifier_argv(extra=opts.args),
+        command=verifier_argv(extra=(*opts.args, "--go-fd", "0") if go else opts.args),
         environment={**sandbox.config.environ(), **verifier_env(), **opts.env},
         init=False,
         volumes_from=[box.id],
@@ -91,6 +117,8 @@ def run_verifier(
         network_mode=f"container:{box.id}" if shared else "none",
     )
     kw.pop("detach", None)
+    if go:
+        kw.update(stdin_open=True)
     if shared:
         kw.update(pid_mode=f"container:{box.id}")
         kw.pop("hostname", None)  # it shares the agent's uts via the network namespace
@@ -98,20 +126,112 @@ def run_verifier(
     if opts.private_dir:
         tmpfs[opts.private_dir] = "rw,mode=0755,size=64m"
     kw.update(tmpfs=tmpfs, read_only=True)
-    private = sandbox.private_state
-    if private is None:  # no setup state: $T1_PRIVATE is an empty, read-only folder
+    if sandbox.private_state is None:  # no setup state: $T1_PRIVATE is an empty, read-only folder
         tmpfs[PRIVATE_DIR] = "ro,mode=0755,size=4k"
+    return kw
+
+
+def _mounts(sandbox, runtime: Path, tests: Path, opts: VerifierOptions) -> list:
+    """A local engine's bind mounts of the runtime, the tests (and their alias) and the private state."""
+    from docker.types import Mount  # the docker SDK: an optional extra, imported when a verifier runs
+
+    mounts = [
+        Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
+        Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True),
+    ]
+    if opts.tests_alias:
+        mounts.append(Mount(opts.tests_alias, str(tests), type="bind", read_only=True))
+    if sandbox.private_state is not None:
+        mounts.append(Mount(PRIVATE_DIR, str(sandbox.private_state), type="bind", read_only=True))
+    return mounts
+
+
+def _start(c, sandbox, kw: dict, runtime: Path, tests: Path, opts: VerifierOptions, volumes: list, notes: list) -> str:
+    """Create and start the verifier container with ``kw`` and its mounts: the runtime, the tests and the private
+    state (bind mounts; on a remote engine delivered into ``volumes`` first), and the empty files of its HOME."""
+    from docker.types import Mount  # the docker SDK: an optional extra, imported when a verifier runs
+
     empty_files = [Mount(f"{VERIFIER_HOME}/{f}", "/dev/null", type="bind", read_only=True) for f in VERIFIER_HOME_FILES]
-    if local_engine:
-        mounts = [
-            Mount(VERIFIER_DIR, str(runtime), type="bind", read_only=True),
-            Mount(f"{VERIFIER_DIR}/tests", str(tests), type="bind", read_only=True),
-        ]
-        if opts.tests_alias:
-            mounts.append(Mount(opts.tests_alias, str(tests), type="bind", read_only=True))
-        if private is not None:
-            mounts.append(Mount(PRIVATE_DIR, str(private), type="bind", read_only=True))
-        kw.update(mounts=mounts + empty_files)
+    if sandbox.remote:
+        delivered = _deliver(c, sandbox.image, runtime, tests, opts.tests_alias, sandbox.private_state, volumes)
+        kw.update(mounts=delivered + empty_files)
+        notes.append("remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes")
+    else:
+        kw.update(mounts=_mounts(sandbox, runtime, tests, opts) + empty_files)
+    vid = c.containers.create(**kw).id
+    _live[vid] = sandbox.host
+    try:
+        c.api.start(vid)
+    except BaseException:
+        _remove_container(vid, volumes=False, host=sandbox.host)
+        raise
+    return vid
+
+
+def prepare(sandbox, runtime: Path, tests: Path | None, mode: str, options: VerifierOptions | None = None) -> bool:
+    """Start the ``separate``-mode verifier container now, while the agent plays (see the module docstring): the
+    cold run's container exactly, but for ``--go-fd 0`` and an open stdin. ``shared`` mode cannot be prepared (its
+    verifier joins the agent's pid namespace, which it may only do once the agent is frozen): False, and the run
+    starts cold."""
+    opts = options or VerifierOptions()
+    discard(sandbox)
+    if mode != "separate" or tests is None or sandbox._box is None or not sandbox.alive:
+        return False  # tests None: the task is not known yet, and the container's mounts and argv depend on it
+    c = client(sandbox.host)
+    kw = _verifier_kwargs(sandbox, mode, opts, go=True)
+    volumes: list[str] = []
+    notes: list[str] = []
+    try:
+        vid = _start(c, sandbox, kw, runtime, tests, opts, volumes, notes)
+    except Exception as e:
+        _drop_volumes(c, volumes)
+        raise SandboxError(f"could not prepare the verifier container: {_one_line(e)}") from None
+    sandbox._prepared = Prepared(_key(sandbox, runtime, tests, mode, opts), vid, sandbox.host, volumes, notes)
+    return True
+
+
+def discard(sandbox) -> None:
+    """Remove the prepared verifier container (if any) without running it; in the background, before anything
+    stop() queues after it (the agent's container, whose volumes it mounts)."""
+    prepared, sandbox._prepared = getattr(sandbox, "_prepared", None), None
+    if prepared is not None:
+        _reaper.remove_id(prepared.vid, prepared.host, volumes=False, named=tuple(prepared.volumes))
+
+
+def _take(sandbox, c, key: tuple) -> Prepared | None:
+    """The prepared verifier if it was made for ``key`` and still waits; else None (any other one discarded)."""
+    prepared = getattr(sandbox, "_prepared", None)
+    if prepared is None:
+        return None
+    if prepared.key == key:
+        try:
+            running = c.api.inspect_container(prepared.vid)["State"].get("Running")
+        except Exception:
+            running = False
+        if running:
+            sandbox._prepared = None
+            return prepared
+    discard(sandbox)
+    return None
+
+
+def run_verifier(
+    sandbox, runtime: Path, tests: Path, timeout: float, mode: str, options: VerifierOptions | None = None
+) -> VerifierRun:
+    """See :meth:`t1env.sandbox.base.Sandbox.run_verifier` and the module docstring. ``options``
+    (imported tasks): the tests are also mounted read-only at ``tests_alias``, and ``private_dir``
+    is a tmpfs of the verifier container's own. A verifier :func:`prepare` started for the same arguments is
+    told go once the agent is stopped; otherwise one starts now (cold)."""
+    opts = options or VerifierOptions()
+
+    box = sandbox._box
+    if box is None:
+        raise SandboxError("sandbox is not started")
+    c = client(sandbox.host)
+    shared = mode == "shared"
+    prepared = _take(sandbox, c, _key(sandbox, runtime, tests, mode, opts))
+    if prepared is None:
+        kw = _verifier_kwargs(sandbox, mode, opts, go=False)
 
     try:
         if shared:
@@ -124,21 +244,23 @@ def run_verifier(
                     raise
             c.api.wait(box.id, timeout=30)
     except Exception as e:
+        if prepared is not None:
+            _reaper.remove_id(prepared.vid, prepared.host, volumes=False, named=tuple(prepared.volumes))
         raise SandboxError(f"could not stop the agent before verification: {_one_line(e)}") from None
 
     t0 = time.monotonic()
     vid = None
+    go = None
     volumes: list[str] = []
+    notes: list[str] = []
     try:
-        if not local_engine:
-            delivered = _deliver(c, sandbox.image, runtime, tests, opts.tests_alias, private, volumes)
-            kw.update(mounts=delivered + empty_files)
-            notes.append(
-                "remote Docker engine: the runtime and tests were sent over the engine API into read-only volumes"
-            )
-        vid = c.containers.create(**kw).id
-        _live[vid] = sandbox.host
-        c.api.start(vid)
+        if prepared is not None:
+            vid, volumes, notes = prepared.vid, prepared.volumes, list(prepared.notes)
+            # only now, with every process of the agent gone: the one line it waits for, on its stdin
+            go = c.api.attach_socket(vid, params={"stdin": 1, "stream": 1})
+            _send(go, b"go\n")
+        else:
+            vid = _start(c, sandbox, kw, runtime, tests, opts, volumes, notes)
         if shared:
             _wait_ready(c, vid, min(READY_WAIT, timeout))
             c.api.unpause(box.id)
@@ -160,20 +282,40 @@ def run_verifier(
     except Exception as e:
         raise SandboxError(f"verifier container failed: {_one_line(e)}") from None
     finally:
+        if go is not None:
+            try:
+                go.close()
+            except Exception:
+                log.debug("closing the verifier's stdin", exc_info=True)
         if shared:
             try:
                 c.api.unpause(box.id)
             except Exception:
                 pass  # not paused any more (the normal case)
-        if vid is not None:
-            _remove_container(vid, volumes=False, host=sandbox.host)
-        for name in volumes:
-            try:
-                c.api.remove_volume(name, force=True)
-            except Exception:
-                pass  # labelled: `t1env gc` removes it once this process is gone
+        if vid is not None:  # in the background (its report is read), before the agent's container that stop() queues
+            _reaper.remove_id(vid, sandbox.host, volumes=False, named=tuple(volumes))
+        else:
+            _drop_volumes(c, volumes)
     result = ExecResult(code, out, err, timed_out, time.monotonic() - t0)
-    return VerifierRun(result, "shared" if shared else "separate", notes)
+    return VerifierRun(result, "shared" if shared else "separate", notes, prepared=prepared is not None)
+
+
+def _send(sock, data: bytes) -> None:
+    """Write ``data`` to an attach socket: the SDK hands back a socket, its file wrapper, or (ssh) a pipe."""
+    raw = getattr(sock, "_sock", sock)
+    if hasattr(raw, "sendall"):
+        raw.sendall(data)
+    else:
+        raw.write(data)
+        raw.flush()
+
+
+def _drop_volumes(c, volumes: list[str]) -> None:
+    for name in volumes:
+        try:
+            c.api.remove_volume(name, force=True)
+        except Exception:
+            pass  # labelled: `t1env gc` removes it once this process is gone
 
 
 def _pause(c, cid: str, tries: int = 10) -> None:

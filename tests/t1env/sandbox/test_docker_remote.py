@@ -313,6 +313,7 @@ def test_remote_verifier_files_are_read_only_and_private(engine2, tmp_path, monk
         assert run.result.exit_code == 0, (out, run.result.stderr.decode())
         assert "WROTE" not in out and out.count("refused") == 4 and "refused /x 30" in out  # EROFS everywhere
         assert "tests ['test_secret.py'] ['test_secret.py']" in out and "secret SECRET = 42" in out
+        docker_pool._reaper.drain()  # the verifier container and its volumes are removed in the background
         assert set(_t1_volumes(engine2.url)) == before  # the delivery volumes are gone
     _assert_nothing_left(engine2, [])
 
