@@ -39,7 +39,7 @@ import gymnasium as gym
 
 from t1env.episode.shell import DEFAULT_MAX_OUTPUT, ShellSession, clean_output
 from t1env.episode.steps import combine, gate
-from t1env.episode.verify import VerifyResult, not_run, verify
+from t1env.episode.verify import VerifyResult, not_run, prepare, verify
 from t1env.errors import T1Error
 from t1env.families import get_family, split_seed
 from t1env.options import check_env_options
@@ -80,6 +80,10 @@ class TerminalEnv(gym.Env[str, Any]):
         prestart: keep one sandbox with its shell started in the background for the next
             ``reset()``, and stop finished sandboxes in the background, so that reset costs copying
             the task's files instead of starting a sandbox.
+        prepare_verifier: start the episode's verifier in the background right after ``reset()`` (its
+            isolated sandbox, the interpreter, pytest, the compiled tests), out of the agent's reach, so
+            that submitting costs only the checks (:func:`t1env.episode.verify.prepare`). The local and
+            Docker backends prepare ``separate``-mode verifiers; other cases start at submission as before.
         render_mode: ``None`` or ``"ansi"``.
         docker_host: with ``backend="docker"``, the engine's URL (``unix:///path``,
             ``tcp://host:port``, ``ssh://user@host``); default ``$DOCKER_HOST``, else the local socket.
@@ -106,6 +110,7 @@ class TerminalEnv(gym.Env[str, Any]):
         prestart: bool = True,
         render_mode: str | None = None,
         docker_host: str | None = None,
+        prepare_verifier: bool = True,
     ):
         check_env_options(
             backend=backend,
@@ -118,6 +123,7 @@ class TerminalEnv(gym.Env[str, Any]):
             verify_on_truncate=verify_on_truncate,
             prestart=prestart,
             docker_host=docker_host,
+            prepare_verifier=prepare_verifier,
         )
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {brief(render_mode)}")
@@ -162,6 +168,8 @@ class TerminalEnv(gym.Env[str, Any]):
         self.max_output_bytes = max_output_bytes
         self.verify_on_truncate = verify_on_truncate
         self.prestart = prestart
+        self.prepare_verifier = prepare_verifier
+        self._preparing: Future | None = None  # the background prepare() of this episode's verifier
         self.render_mode = render_mode
         self._worker: ThreadPoolExecutor | None = None
         self._spare: Future | None = None
@@ -214,6 +222,8 @@ class TerminalEnv(gym.Env[str, Any]):
         except BaseException:
             self._teardown()
             raise
+        if self.prepare_verifier and not self._steps():  # before the spare: the worker runs in order
+            self._preparing = self._background().submit(prepare, self.sandbox, self.task)
         if self.prestart:
             self._spare = self._background().submit(self._launch, self.task)
         self.turn = 0
@@ -243,6 +253,8 @@ class TerminalEnv(gym.Env[str, Any]):
             box.start()
             shell = ShellSession(box, max_output_bytes=self.max_output_bytes)
             shell.start()
+            if self.prepare_verifier:  # its verifier, as far as it does not depend on the task (reset completes it)
+                prepare(box)
         except BaseException:
             box.stop()
             raise
@@ -411,6 +423,7 @@ class TerminalEnv(gym.Env[str, Any]):
                 self._step_results.append(verify(self.sandbox, self._steps()[self._step], self._verifier_timeout))
             res = combine(self.task, self._step_results)
         elif run_verifier and self.sandbox is not None:
+            self._wait_for_prepare()
             res = verify(self.sandbox, self.task, self._verifier_timeout)
         else:
             res = not_run(self.task.declared_checks(), f"episode ended: {reason}", reason)
@@ -426,7 +439,15 @@ class TerminalEnv(gym.Env[str, Any]):
         res = self.last_verification
         return res.reward(self.reward_mode) if res is not None else 0.0  # type: ignore[arg-type]
 
+    def _wait_for_prepare(self) -> None:
+        """Let the background prepare() of this episode's verifier finish (it never raises; verify starts cold when
+        nothing was prepared)."""
+        preparing, self._preparing = self._preparing, None
+        if preparing is not None:
+            preparing.result()
+
     def _teardown(self) -> None:
+        self._wait_for_prepare()  # the sandbox's stop() then ends what it prepared
         shell, self.shell = self.shell, None
         box, self.sandbox = self.sandbox, None
         if self.prestart and self._worker is not None:

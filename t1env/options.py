@@ -44,6 +44,7 @@ def check_env_options(
     verify_on_truncate: Any = True,
     prestart: Any = True,
     docker_host: Any = None,
+    prepare_verifier: Any = True,
     **_: Any,
 ) -> None:
     """Raise ``ValueError`` (one line: the option, what it takes, what it got) for the first bad option."""
@@ -62,7 +63,11 @@ def check_env_options(
             raise ValueError(f"{name} must be a finite number of seconds > 0 (or None: the task's), got {brief(value)}")
     if not _is_int(max_output_bytes) or max_output_bytes < 1:
         raise ValueError(f"max_output_bytes must be an integer >= 1, got {brief(max_output_bytes)}")
-    for name, value in (("verify_on_truncate", verify_on_truncate), ("prestart", prestart)):
+    for name, value in (
+        ("verify_on_truncate", verify_on_truncate),
+        ("prestart", prestart),
+        ("prepare_verifier", prepare_verifier),
+    ):
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be True or False, got {brief(value)}")
     if docker_host is not None and (not isinstance(docker_host, str) or backend != "docker"):
@@ -85,6 +90,7 @@ class EnvKwargs(BaseModel):
     max_output_bytes: int = DEFAULT_MAX_OUTPUT
     verify_on_truncate: bool = True
     prestart: bool = True
+    prepare_verifier: bool = True
     docker_host: str | None = None
     task_dirs: list[str] | None = None
 

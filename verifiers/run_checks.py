@@ -3,7 +3,8 @@
 Runs a task's checks and streams one JSON object per line on its report channel (the stdout it was
 started with), so that a verifier killed half-way still leaves the results it got:
 
-    {"event": "ready", "dumpable": false, "hooks": [...], "configs": [...]}   before any test code runs
+    {"event": "ready", "dumpable": false, "hooks": [...], "configs": [...]}   before any test code runs (a
+                                                             prepared verifier: once the go arrived)
     {"event": "collected", "nodeids": [...]}                 what one check's process collected
     {"event": "result", "nodeid": ..., "when": "setup"|"call"|"teardown", "outcome": ..., "message": ...,
      "duration": ...}
@@ -15,6 +16,14 @@ started with), so that a verifier killed half-way still leaves the results it go
 
 Usage: python3 -I -B run_checks.py --pytest-zip ZIP --checks JSON [--policy refuse|record] [--trust DIR] TESTS_DIR
        python3 -I -B run_checks.py --pytest-zip ZIP --script /tests/test.sh --logs /logs/verifier TESTS_DIR
+       python3 -I -B run_checks.py --pytest-zip ZIP --go-fd N TESTS_DIR   (prepared: see below)
+
+**A prepared verifier** (``--go-fd N``) is started while the agent plays: it imports pytest, configures its
+session and loads common standard-library modules, then waits for one line on fd N that the host writes once
+the agent's processes are gone: a JSON object ``{"argv": [...], "env": {...}}`` with the task's arguments
+(``--checks`` ...) and the checks' environment (it may have been started before the task was known). Then it
+compiles the tests and runs the checks exactly as a verifier started then would. End of file on fd N: the host
+discarded it, and it exits having run nothing.
 
 **The process that reports never runs test code.** This process (the *parent*) imports pytest from
 ZIP, holds the report channel and learns the checks from ``--checks`` (the host's list, from the task
@@ -87,6 +96,12 @@ def no_dump() -> bool:
         return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
     except Exception:
         return False
+
+
+def ready(dumpable: bool) -> dict:
+    """The first report line: whether this process could make itself non-dumpable, and what of the agent's it found
+    that would have steered a less careful verifier (start-up hooks, tool configuration)."""
+    return {"event": "ready", "dumpable": dumpable, "hooks": startup_hooks(), "configs": tool_configs()}
 
 
 def startup_hooks() -> list:
@@ -358,9 +373,21 @@ class CheckRunner:
     def pytest_collection(self, session):
         if self.in_check:
             return None  # a check's process: pytest's own collection, of its check only
-        self.precompile(session.config)
         preload()
-        wait_for_go(self.args.go_fd)
+        if self.args.go_fd is not None:  # a prepared verifier: the task's arguments come with the go
+            go = wait_for_go(self.args.go_fd)
+            self.emit(ready(self.args.dumpable))
+            argv = go.get("argv") if isinstance(go.get("argv"), list) else []
+            self.args = parser().parse_args([*sys.argv[1:], *(str(a) for a in argv)])
+            complete(self.args)
+            clean_environ(go.get("env") if isinstance(go.get("env"), dict) else None)
+            if self.args.script:
+                code = run_script(self.args.script, self.args.logs or "/logs/verifier", self.emit)
+                self.emit({"event": "finished", "exitstatus": code})
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+        self.precompile(session.config)
         sys.stdout.flush()
         sys.stderr.flush()
         gc.freeze()  # what the parent built is shared with every check's process, not swept in each
@@ -586,36 +613,84 @@ PRELOAD = ("json", "subprocess", "pathlib", "re", "csv", "hashlib", "shutil", "t
 
 
 def preload() -> None:
+    """Import :data:`PRELOAD`, then fill ``inspect``'s module-by-file cache once: a failing check's report looks up
+    the module of each traceback entry, which otherwise resolves the real path of every loaded module again in every
+    check's process (measured: 40 of a failing check's 60 ms)."""
     import importlib
+    import inspect
 
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S112 - an interpreter without it: the check that needs it says so
             continue
+    inspect.getmodule(None, "/.t1-no-such-module.py")  # a miss walks sys.modules and caches every module's file
 
 
-def wait_for_go(fd) -> None:
-    """A prepared verifier (``--go-fd``): everything up to the checks is done; wait until the host says go (one
-    line on ``fd``, written once the agent's processes are gone). End of file instead: the host discarded this
-    verifier (the episode ended without a verification, or the task changed), so exit without running anything."""
-    if fd is None:
-        return
+def wait_for_go(fd) -> dict:
+    """A prepared verifier (``--go-fd``): pytest is imported and configured; wait until the host says go (one line
+    on ``fd``, written once the agent's processes are gone) and return what it says: ``{"argv": [...], "env":
+    {...}}``, the task's arguments (``--checks``, ``--policy``, ``--trust``, ``--script``, ``--logs``) and the checks'
+    environment, which a verifier prepared before the task was known could not be started with (any other line: no
+    more arguments). End of file instead: the host discarded this verifier, so exit without running anything."""
     data = b""
     while not data.endswith(b"\n"):
         try:
-            chunk = os.read(fd, 64)
+            chunk = os.read(fd, 65536)
         except InterruptedError:
             continue
         if not chunk:
             os._exit(0)
         data += chunk
     os.close(fd)
-    if fd == 0:  # stdin was the channel (Docker's attach socket): the checks get /dev/null there, as cold
+    if fd == 0:  # stdin was the channel: the checks get /dev/null there, as a cold verifier's do
         null = os.open(os.devnull, os.O_RDONLY)
         if null != 0:
             os.dup2(null, 0)
             os.close(null)
+    try:
+        go = json.loads(data)
+    except ValueError:
+        go = None
+    return go if isinstance(go, dict) else {}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pytest-zip", required=True)
+    ap.add_argument("--script")
+    ap.add_argument("--logs")
+    ap.add_argument("--checks", default="[]", help="the declared checks (JSON list of node ids), from the host")
+    ap.add_argument("--policy", choices=("refuse", "record"), default="refuse", help="agent code in a check's process")
+    ap.add_argument("--trust", action="append", default=[], help="another folder of trusted test code (e.g. /tests)")
+    ap.add_argument("--go-fd", type=int, help="a prepared verifier: wait for the host's go (and more arguments) here")
+    ap.add_argument("tests")
+    return ap
+
+
+def complete(args) -> None:
+    """Check ``--checks`` and work out what follows from the arguments (the trusted folders)."""
+    args.checks = json.loads(args.checks)
+    if not isinstance(args.checks, list) or not all(isinstance(c, str) for c in args.checks):
+        raise SystemExit("--checks must be a JSON list of strings")
+    args.tests = os.path.abspath(args.tests)
+    args.runtime = os.path.dirname(os.path.abspath(__file__))
+    # trusted code: the interpreter's own library folders (as started with -I: nothing of the agent's
+    # on sys.path), pytest's zip, this runtime folder (the tests are in it) and the tests' other mount
+    paths = sysconfig.get_paths()
+    args.trusted = [p for p in sys.path if p and p != args.pytest_zip]
+    args.trusted += [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    args.trusted += [args.pytest_zip, args.runtime, args.tests, *args.trust]
+
+
+def clean_environ(extra=None) -> None:
+    """The environment the checks inherit: ``extra`` (the task's verifier environment), then no variable that would
+    load plugins or code into pytest or the Pythons the tests start."""
+    os.environ.update({str(k): str(v) for k, v in (extra or {}).items()})
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    os.environ["PYTHONNOUSERSITE"] = "1"  # Pythons the tests start do not load the agent's user site either
+    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT"):
+        os.environ.pop(var, None)
 
 
 def main() -> int:
@@ -627,39 +702,22 @@ def main() -> int:
     def emit(obj):
         report.write(json.dumps(obj) + "\n")
 
-    emit({"event": "ready", "dumpable": dumpable, "hooks": startup_hooks(), "configs": tool_configs()})
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pytest-zip", required=True)
-    ap.add_argument("--script")
-    ap.add_argument("--logs")
-    ap.add_argument("--checks", default="[]", help="the declared checks (JSON list of node ids), from the host")
-    ap.add_argument("--policy", choices=("refuse", "record"), default="refuse", help="agent code in a check's process")
-    ap.add_argument("--trust", action="append", default=[], help="another folder of trusted test code (e.g. /tests)")
-    ap.add_argument("--go-fd", type=int, help="a prepared verifier: run the checks once a line arrives on this fd")
-    ap.add_argument("tests")
-    args = ap.parse_args()
-    if args.script:
-        wait_for_go(args.go_fd)
+    args = parser().parse_args()
+    args.dumpable = dumpable
+    if args.go_fd is None:  # a prepared verifier says it after the go: what it looks at is the agent's final state
+        emit(ready(dumpable))
+    if args.script and args.go_fd is None:  # no pytest needed
         code = run_script(args.script, args.logs or "/logs/verifier", emit)
         emit({"event": "finished", "exitstatus": code})
         report.close()
         return 0
-    args.checks = json.loads(args.checks)
-    if not isinstance(args.checks, list) or not all(isinstance(c, str) for c in args.checks):
-        raise SystemExit("--checks must be a JSON list of strings")
     args.tests = os.path.abspath(args.tests)
     args.runtime = os.path.dirname(os.path.abspath(__file__))
-    # trusted code: the interpreter's own library folders (as started with -I: nothing of the agent's
-    # on sys.path), pytest's zip, this runtime folder (the tests are in it) and the tests' other mount
-    paths = sysconfig.get_paths()
-    args.trusted = [p for p in sys.path if p] + [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-    args.trusted += [args.pytest_zip, args.runtime, args.tests, *args.trust]
+    if args.go_fd is None:
+        complete(args)
     sys.path.insert(0, args.pytest_zip)
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    os.environ["PYTHONNOUSERSITE"] = "1"  # Pythons the tests start do not load the agent's user site either
-    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT"):
-        os.environ.pop(var, None)
+    clean_environ()
     import pytest  # noqa: E402  (from the zip)
     from _pytest.assertion import rewrite  # noqa: E402
 

@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import logging
 import py_compile
 import secrets
 import tempfile
@@ -48,6 +49,8 @@ from t1env.formats import LOGS_DIR, TESTS_ALIAS
 from t1env.resources import cache_dir, data_dir
 from t1env.sandbox.base import Sandbox, SandboxError, VerifierOptions
 from t1env.task import Origin, Task, TaskError
+
+logger = logging.getLogger(__name__)
 
 RewardMode = Literal["count", "fraction", "binary"]
 REWARD_MODES: tuple[str, ...] = ("count", "fraction", "binary")
@@ -76,6 +79,9 @@ class VerifyResult:
     notes: list[str] = field(default_factory=list)
     checks_trusting_agent_code: list[str] = field(default_factory=list)
     """Checks (of an imported task) whose process ran agent code: their results are only as good as that code."""
+    prepared: bool = False
+    """Whether the checks ran in the verifier prepared while the episode ran (:func:`prepare`), else one started
+    at submission."""
 
     @property
     def passed(self) -> int:
@@ -104,6 +110,7 @@ class VerifyResult:
             "verifier_isolation": self.isolation,
             "verifier_notes": list(self.notes),
             "checks_trusting_agent_code": list(self.checks_trusting_agent_code),
+            "verifier_prepared": self.prepared,
         }
 
 
@@ -220,13 +227,7 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
     except TaskError as e:
         return VerifyResult([], time.monotonic() - t0, f"verifier could not run: {e}")
     mode = task.spec.verifier.mode
-    # An imported task (t1env.formats) runs with its tests also at /tests; a Harbor test.sh in script mode.
-    options = VerifierOptions()
-    keys_from_run = False
-    if task.origin is not None:
-        options = imported_verifier_options(task.origin)
-        keys_from_run = task.origin.verifier == "script" and not declared
-    options = dataclasses.replace(options, args=(*options.args, *checks_args(task, declared, options)))
+    options, keys_from_run = verifier_options(task, declared)
     try:
         run = sandbox.run_verifier(runtime_bundle(), task.tests_dir, timeout, mode, options=options)
     except (SandboxError, OSError) as e:
@@ -261,8 +262,39 @@ def verify(sandbox: Sandbox, task: Task, timeout: float | None = None) -> Verify
         for item in found if isinstance(found, list) else []:
             tamper.append({"kind": kind, "detail": f"{str(item)[:200]} ({what})"})
     res = _assemble(events, declared, error, log, t0, tamper)
-    res.isolation, res.notes = run.isolation, notes
+    res.isolation, res.notes, res.prepared = run.isolation, notes, run.prepared
     return res
+
+
+def verifier_options(task: Task, declared: list[str]) -> tuple[VerifierOptions, bool]:
+    """The options of the task's verifier run (run_checks.py's arguments and environment), and whether its checks
+    are the keys of the reward file a Harbor ``test.sh`` writes (the package declares none)."""
+    options = VerifierOptions()
+    keys_from_run = False
+    if task.origin is not None:  # an imported task (t1env.formats): tests also at /tests; a Harbor test.sh in script mode
+        options = imported_verifier_options(task.origin)
+        keys_from_run = task.origin.verifier == "script" and not declared
+    return dataclasses.replace(options, args=(*options.args, *checks_args(task, declared, options))), keys_from_run
+
+
+def prepare(sandbox: Sandbox, task: Task | None = None) -> bool:
+    """Start the verifier that :func:`verify` will use for this episode, now, while the agent plays
+    (:meth:`Sandbox.prepare_verifier`): its sandbox, the interpreter, pytest and the compiled tests are ready when
+    the agent submits, and only the checks remain. Call it after the task's setup ran (the checks' private state is
+    part of what is prepared). ``task`` None: a sandbox started before its task is known (the env's prestarted
+    spare) gets what does not depend on the task; calling again with the task completes it. Returns whether the
+    backend prepared one; never raises (``verify`` then starts cold).
+    """
+    try:
+        if task is None:
+            return sandbox.prepare_verifier(runtime_bundle(), None, "separate", VerifierOptions())
+        declared = task.declared_checks()
+        options, _ = verifier_options(task, declared)
+        return sandbox.prepare_verifier(runtime_bundle(), task.tests_dir, task.spec.verifier.mode, options)
+    except (TaskError, SandboxError, OSError) as e:
+        what = task.id if task is not None else "a prestarted sandbox"
+        logger.warning("could not prepare the verifier of %s (it will start at submission): %s", what, _one_line(e))
+        return False
 
 
 def agent_code_policy(task: Task) -> str:

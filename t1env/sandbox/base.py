@@ -203,6 +203,8 @@ class VerifierRun:
     result: ExecResult
     isolation: str
     notes: list[str] = field(default_factory=list)
+    prepared: bool = False
+    """Whether the run used the verifier :meth:`Sandbox.prepare_verifier` started (else it started cold)."""
 
 
 class Sandbox(ABC):
@@ -320,7 +322,7 @@ class Sandbox(ABC):
         return VerifierRun(r, "none", [f"the {self.name} backend runs the verifier beside the agent's processes"])
 
     def prepare_verifier(
-        self, runtime: Path, tests: Path, mode: str = "separate", options: "VerifierOptions | None" = None
+        self, runtime: Path, tests: Path | None, mode: str = "separate", options: "VerifierOptions | None" = None
     ) -> bool:
         """Start, while the episode runs, the verifier that a later :meth:`run_verifier` with the same
         ``runtime``, ``tests``, ``mode`` and ``options`` will use: its isolated environment, the interpreter,
@@ -331,8 +333,9 @@ class Sandbox(ABC):
         The contract for a backend that prepares: nothing prepared shares the agent's pid or mount namespace
         while the agent runs; the agent can neither see nor change what was prepared (the runtime, the tests and
         the private state go where no agent process can look); a :meth:`run_verifier` with other arguments, or
-        one after the sandbox changed, discards it and runs cold; :meth:`stop` ends it. Returns whether a
-        verifier was prepared. This default prepares nothing (``run_verifier`` then starts cold)."""
+        one after the sandbox changed, discards it and runs cold; :meth:`stop` ends it. ``tests`` None: the task is
+        not known yet (a sandbox started ahead of it); prepare what does not depend on it, or nothing. Returns whether
+        a verifier was prepared. This default prepares nothing (``run_verifier`` then starts cold)."""
         return False
 
     # -- verifier-private state --------------------------------------------------------------

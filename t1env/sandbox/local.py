@@ -221,6 +221,7 @@ class LocalSandbox(Sandbox):
         self._userns = False
         self._own_cgroupns = False
         self._launch_fds: list[int] = []
+        self._prepared = None  # a local_verifier.Prepared while a verifier waits for this episode's end
         self.init_pid: int | None = None
         self.limits: dict[str, bool] = {}
 
@@ -447,9 +448,10 @@ class LocalSandbox(Sandbox):
             lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip() and "WARNING" not in x]
             raise SandboxError(f"slirp4netns did not bring up the network: {lines[-1] if lines else 'no output'}")
 
-    def _join_and_limit(self) -> Callable[[], None]:
-        """Runs between fork and exec: join the cgroups, set rlimits (async-signal-safe work only)."""
-        cg = self._cg
+    def _join_and_limit(self, cgroups: SandboxCgroups | None = None) -> Callable[[], None]:
+        """Runs between fork and exec: join the cgroups (``cgroups``, else the sandbox's), set rlimits
+        (async-signal-safe work only)."""
+        cg = cgroups if cgroups is not None else self._cg
         fsize = self.config.file_size_mb * 1024 * 1024
         cpu = self.config.cpu_seconds
         nproc = self.config.pids
@@ -510,7 +512,12 @@ class LocalSandbox(Sandbox):
             _kill_and_reap(init)  # pid 1 of the namespace: the kernel kills everything inside
         self.init_pid = None
 
+    def prepare_verifier(self, runtime: Path, tests: Path | None, mode: str = "separate", options=None) -> bool:
+        """Start the checks' sandbox while the agent plays: see :mod:`t1env.sandbox.local_verifier`."""
+        return local_verifier.prepare(self, runtime, tests, mode, options)
+
     def stop(self) -> None:
+        local_verifier.discard(self)
         self.end_processes()
         self.drop_private_state()
         cg, self._cg = self._cg, None

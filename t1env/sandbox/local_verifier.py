@@ -23,6 +23,16 @@ copy of what the task's setup wrote there (kept on the host since setup exited).
   ``/.t1-verifier/private``; once thawed, the agent's processes can read (not change) the tests and
   the private state while the checks run.
 
+* **prepared** (``separate`` mode, :func:`prepare`, the env's default): the same fresh bubblewrap sandbox is
+  started while the agent plays (for the env's prestarted sandbox, before its task is known), in cgroups of its
+  own with the sandbox's caps, its ``/.t1-verifier`` a host folder (``prepared/``) that no sandbox of the agent
+  binds. Its verifier imports pytest and waits on its stdin (``run_checks.py --go-fd 0``). The task's tests and
+  private state are staged into ``prepared/`` when the task is known. At submission the agent is ended exactly as
+  above; then one line on the verifier's stdin carries the task's arguments and the checks' environment, and the
+  checks run. The agent never shares a pid, mount or network namespace or a cgroup with it, and never sees
+  ``prepared/``. A run whose mounts do not fit (``tests_alias``, ``private_dir``) discards it and starts cold;
+  ``stop()`` ends an unused one.
+
 Imported tasks (:class:`~t1env.sandbox.base.VerifierOptions`): in ``separate`` mode the fresh
 sandbox also shows the tests read-only at ``tests_alias`` and has a tmpfs of its own at
 ``private_dir``. In ``shared`` mode nothing can be mounted into the agent's namespaces: a
@@ -32,10 +42,15 @@ sandbox also shows the tests read-only at ``tests_alias`` and has a tmpfs of its
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
+import signal
 import subprocess
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from t1env.sandbox.base import (
@@ -84,6 +99,9 @@ def run_verifier(
             f"the local backend's shared-mode verifier cannot give the verifier a private {opts.private_dir}: "
             "use backend='docker'"
         )
+    prepared = _take(box, runtime, opts) if mode == "separate" else None
+    if prepared is not None:
+        return _run_prepared(box, prepared, tests, opts, timeout)
     dest = box._root / "verifier"
     if mode == "shared":  # nothing can be mounted into the agent's namespaces: HOME and the private state are staged
         env = {**box.config.environ(), **verifier_env(f"{VERIFIER_DIR}/home", f"{VERIFIER_DIR}/private"), **opts.env}
@@ -118,26 +136,40 @@ def run_verifier(
 def _separate(box, env: dict, timeout: float, opts: VerifierOptions, stage) -> tuple[Finished, list[str]]:
     end_agent(box)
     stage()  # only now: no process of the agent is left to watch the verifier folder fill
+    proc = _launch_separate(box, env, opts, box._root / "verifier")
+    res = Finished(OutputCapture(box.EXEC_OUTPUT_CAP), OutputCapture(box.EXEC_OUTPUT_CAP))
+    pump(proc, None, res, time.monotonic() + timeout, box.EXIT_GRACE, None)
+    return res, []
+
+
+def _launch_separate(
+    box, env: dict, opts: VerifierOptions, staged: Path, cgroups: SandboxCgroups | None = None, go: bool = False
+) -> subprocess.Popen:
+    """Start the verifier as pid 1 of a fresh bubblewrap sandbox over the episode's folders, with the runtime and
+    tests of ``staged`` at ``/.t1-verifier``, in ``cgroups`` (default: the sandbox's). ``go``: it waits for a line
+    on its stdin (a pipe, left open) before it runs a check."""
     argv = box._bwrap_argv()
     # before the root is made read-only, so that their mount points can be made
-    mounts = ["--tmpfs", VERIFIER_HOME]
+    mounts = ["--ro-bind", str(staged), VERIFIER_DIR] if staged != box._root / "verifier" else []
+    mounts += ["--tmpfs", VERIFIER_HOME]
     for f in VERIFIER_HOME_FILES:  # regular empty files (a device node cannot be opened on the user namespace's mounts)
-        mounts += ["--ro-bind", str(box._root / "verifier" / "home" / f), f"{VERIFIER_HOME}/{f}"]
+        mounts += ["--ro-bind", str(staged / "home" / f), f"{VERIFIER_HOME}/{f}"]
     if box.private_state is not None:
         mounts += ["--ro-bind", str(box.private_state), PRIVATE_DIR]
     else:
         mounts += ["--dir", PRIVATE_DIR]  # empty (and read-only with the root)
     if opts.tests_alias:
-        mounts += ["--ro-bind", str(box._root / "verifier" / "tests"), opts.tests_alias]
+        mounts += ["--ro-bind", str(staged / "tests"), opts.tests_alias]
     if opts.private_dir:
         mounts += ["--tmpfs", opts.private_dir]
     i = next((i for i in range(len(argv) - 1) if argv[i] == "--remount-ro" and argv[i + 1] == "/"), len(argv))
     argv[i:i] = mounts
     # --as-pid-1: no bwrap monitor as pid 1 holding the report pipe (a normal user's bwrap is dumpable: any
     # program a check runs could write the report through /proc/1/fd/1); the non-dumpable verifier is pid 1
-    argv += ["--as-pid-1", "--chdir", box.config.workdir, "--", *verifier_argv(extra=opts.args)]
+    extra = (*opts.args, "--go-fd", "0") if go else opts.args
+    argv += ["--as-pid-1", "--chdir", box.config.workdir, "--", *verifier_argv(extra=extra)]
     popen = dict(
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE if go else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         pass_fds=tuple(box._launch_fds),
@@ -146,16 +178,152 @@ def _separate(box, env: dict, timeout: float, opts: VerifierOptions, stage) -> t
     )
     try:
         if box._userns and os.geteuid() == 0:
-            proc = popen_as_root_of_new_userns(argv, box._join_and_limit(), box.HOST_ID_BASE, popen)
-        else:
-            proc = subprocess.Popen(argv, preexec_fn=box._join_and_limit(), **popen)
+            return popen_as_root_of_new_userns(argv, box._join_and_limit(cgroups), box.HOST_ID_BASE, popen)
+        return subprocess.Popen(argv, preexec_fn=box._join_and_limit(cgroups), **popen)
     finally:
         for f in box._launch_fds:
             os.close(f)
         box._launch_fds = []
-    res = Finished(OutputCapture(box.EXEC_OUTPUT_CAP), OutputCapture(box.EXEC_OUTPUT_CAP))
-    pump(proc, None, res, time.monotonic() + timeout, box.EXIT_GRACE, None)
-    return res, []
+
+
+# ---------------------------------------------------------------------------------------------
+# the prepared verifier
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """A verifier started by :func:`prepare`, waiting for the line on its stdin that says go (and what to run)."""
+
+    shape: tuple  # (runtime, tests_alias, private_dir): what its mounts were made for
+    proc: subprocess.Popen
+    staged: Path  # the host folder at /.t1-verifier (runtime, tests/, private/, home/)
+    cgroups: SandboxCgroups
+    task: tuple | None = None  # (tests, private state) staged into it, None before the task is known
+
+
+def prepare(box, runtime: Path, tests: Path | None, mode: str, options: VerifierOptions | None = None) -> bool:
+    """Have this episode's ``separate``-mode verifier started and waiting (see the module docstring).
+
+    With ``tests`` None (a sandbox started ahead of its task, e.g. the env's prestarted spare) only what does not
+    depend on the task is prepared: the sandbox, the interpreter, pytest and its session. With ``tests``, the tests
+    and the private state of the task's setup are staged into it too (a running one is reused when its mounts fit).
+    Its sandbox is a fresh bubblewrap sandbox like the cold verifier's — pid, mount, network, ipc and uts
+    namespaces of its own, the same user namespace mapping, seccomp filter, capabilities and limits — in cgroups of
+    its own with the sandbox's caps, so that the agent can neither see it, signal it, ptrace it nor starve it of
+    pids or memory. What it is given is staged into a host folder (``prepared/`` of the episode folder) that no
+    sandbox of the agent binds. ``shared`` mode cannot be prepared (its verifier must enter the agent's namespaces,
+    which it may only do once the agent is frozen): False, and the run starts cold."""
+    opts = options or VerifierOptions()
+    if mode != "separate" or box._root is None or not box.alive:
+        discard(box)
+        return False
+    prepared = box._prepared
+    if prepared is None or prepared.shape != _shape(runtime, opts) or prepared.proc.poll() is not None:
+        discard(box)
+        prepared = box._prepared = _launch_prepared(box, runtime, opts)
+    if tests is not None:
+        _stage_task(prepared, tests, box.private_state)
+    return True
+
+
+def _shape(runtime: Path, opts: VerifierOptions) -> tuple:
+    return (runtime, opts.tests_alias, opts.private_dir)
+
+
+def _launch_prepared(box, runtime: Path, opts: VerifierOptions) -> Prepared:
+    staged = box._root / "prepared"
+    _stage(runtime, None, staged)
+    cgroups = SandboxCgroups(f"t1-{uuid.uuid4().hex[:12]}-verifier", box.config.pids, box.config.memory_mb << 20)
+    with open(box._root / "cgroups", "a") as f:  # `t1env gc` removes them with the sandbox's
+        f.write("".join(f"{d}\n" for d in cgroups.dirs))
+    env = {**box.config.environ(), **verifier_env()}  # the task's verifier environment comes with the go
+    try:
+        proc = _launch_separate(box, env, dataclasses.replace(opts, args=()), staged, cgroups, go=True)
+    except BaseException:
+        cgroups.destroy()
+        _clear(staged)
+        raise
+    return Prepared(_shape(runtime, opts), proc, staged, cgroups)
+
+
+def _stage_task(prepared: Prepared, tests: Path, private: Path | None) -> None:
+    """Put the task's tests and private state into the prepared verifier's folder (its ``tests/`` and ``private/``
+    stay the same directories: bind mounts of them would not see new ones)."""
+    if prepared.task == (tests, private):
+        return
+    for sub, src in (("tests", tests), ("private", private)):
+        dest = prepared.staged / sub
+        _clear(dest)
+        if src is not None:
+            _copy(src, dest, code=sub == "tests")
+    _readable(prepared.staged)
+    prepared.task = (tests, private)
+
+
+def _take(box, runtime: Path, opts: VerifierOptions) -> Prepared | None:
+    """The prepared verifier if its mounts fit and it still waits; else None (any other one discarded)."""
+    prepared = box._prepared
+    if prepared is None:
+        return None
+    if prepared.shape == _shape(runtime, opts) and prepared.proc.poll() is None:
+        box._prepared = None
+        return prepared
+    discard(box)
+    return None
+
+
+def _run_prepared(box, prepared: Prepared, tests: Path, opts: VerifierOptions, timeout: float) -> VerifierRun:
+    """End the agent, then say go (with the task's arguments): the prepared verifier runs the checks."""
+    t0 = time.monotonic()
+    proc = prepared.proc
+    try:
+        end_agent(box)
+        _stage_task(prepared, tests, box.private_state)  # a no-op when prepare() was given the task
+        assert proc.stdin is not None
+        go = json.dumps({"argv": list(opts.args), "env": dict(opts.env)}) + "\n"
+        try:
+            proc.stdin.write(go.encode())
+            proc.stdin.flush()
+        except OSError:  # it died while it waited: its report (if any) says why
+            pass
+        res = Finished(OutputCapture(box.EXEC_OUTPUT_CAP), OutputCapture(box.EXEC_OUTPUT_CAP))
+        pump(proc, None, res, time.monotonic() + timeout, box.EXIT_GRACE, None)
+    finally:
+        _end_prepared(prepared)
+    result = ExecResult(
+        res.returncode if not res.timed_out else -9,
+        res.stdout.bytes(),
+        res.stderr.bytes(),
+        res.timed_out,
+        time.monotonic() - t0,
+    )
+    return VerifierRun(result, "separate", [], prepared=True)
+
+
+def discard(box) -> None:
+    """End the prepared verifier (if any) without running it: its sandbox, cgroups and staged files go."""
+    prepared, box._prepared = box._prepared, None
+    if prepared is not None:
+        _end_prepared(prepared)
+
+
+def _end_prepared(prepared: Prepared) -> None:
+    proc = prepared.proc
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # bwrap (its session leader): the verifier dies with it
+        except ProcessLookupError:
+            pass
+    prepared.cgroups.destroy()  # and whatever a check left
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    _clear(prepared.staged)
 
 
 def _shared(box, env: dict, timeout: float, extra: tuple[str, ...], stage) -> tuple[Finished, list[str]]:
@@ -197,29 +365,37 @@ def end_agent(box, wait: float = 5.0) -> None:
     raise SandboxError("the agent's processes did not end within 5 s; not verifying beside them")
 
 
-def _stage(runtime: Path, tests: Path, dest: Path, private: Path | None = None) -> None:
-    """Copy the runtime and the tests into the episode's verifier folder, readable (not writable) by the sandbox's
-    root, with ``home`` (the shared-mode verifier's HOME, holding :data:`VERIFIER_HOME_FILES`, which the
+def _stage(runtime: Path, tests: Path | None, dest: Path, private: Path | None = None) -> None:
+    """Copy the runtime and the tests (None: an empty ``tests/``) into ``dest``, readable (not writable) by the
+    sandbox's root, with ``home`` (the shared-mode verifier's HOME, holding :data:`VERIFIER_HOME_FILES`, which the
     separate-mode verifier's tmpfs HOME binds) and ``private`` (a copy of ``private``, the task's private setup
     state, in shared mode, where nothing can be mounted for the verifier alone; else empty)."""
     _clear(dest)
-    try:
-        shutil.copytree(runtime, dest, dirs_exist_ok=True, symlinks=False)
-        shutil.copytree(
-            tests,
-            dest / "tests",
-            dirs_exist_ok=True,
-            symlinks=False,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
-        if private is not None:
-            shutil.copytree(private, dest / "private", symlinks=False)
-    except shutil.Error as e:  # one (src, dst, why) per file: say the first reason, e.g. the disk is full
-        raise OSError(f"staging the verifier into the episode folder failed: {e.args[0][0][2]}") from None
+    dest.mkdir(exist_ok=True)
+    _copy(runtime, dest)
+    (dest / "tests").mkdir(exist_ok=True)
+    if tests is not None:
+        _copy(tests, dest / "tests", code=True)
+    (dest / "private").mkdir(exist_ok=True)
+    if private is not None:
+        _copy(private, dest / "private")
     (dest / "home").mkdir(exist_ok=True)
     for f in VERIFIER_HOME_FILES:
         (dest / "home" / f).touch()
-    (dest / "private").mkdir(exist_ok=True)
+    _readable(dest)
+
+
+def _copy(src: Path, dest: Path, code: bool = False) -> None:
+    """Copy the tree ``src`` into ``dest``; ``code``: without bytecode caches (the tests: pytest compiles them)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc") if code else None
+    try:
+        shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=False, ignore=ignore)
+    except shutil.Error as e:  # one (src, dst, why) per file: say the first reason, e.g. the disk is full
+        raise OSError(f"staging the verifier into the episode folder failed: {e.args[0][0][2]}") from None
+
+
+def _readable(dest: Path) -> None:
+    """Directories 755 and files 644 under ``dest`` (owned by host root: the sandbox's root reads, never writes)."""
     for d, dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for f in files:
