@@ -212,16 +212,18 @@ class ShellSession:
     def start(self) -> None:
         if self.child is not None:
             return
-        argv = self.sandbox.shell_argv()
-        self.child = pexpect.spawn(
-            argv[0],
-            argv[1:],
-            env=self.sandbox.spawn_env(),
-            echo=True,
-            encoding=None,
-            dimensions=(self.rows, self.cols),
-            preexec_fn=self.sandbox.preexec(),
-        )
+        self.child = self.sandbox.open_shell(self.rows, self.cols)  # a backend's own connection, if it has one
+        if self.child is None:
+            argv = self.sandbox.shell_argv()
+            self.child = pexpect.spawn(
+                argv[0],
+                argv[1:],
+                env=self.sandbox.spawn_env(),
+                echo=True,
+                encoding=None,
+                dimensions=(self.rows, self.cols),
+                preexec_fn=self.sandbox.preexec(),
+            )
         self.child.delaybeforesend = None  # 50 ms per send otherwise
         tok = secrets.token_hex(8)
         init = (
@@ -257,7 +259,9 @@ class ShellSession:
     def _kill_child(self) -> None:
         child, self.child = self.child, None
         self.shell_pid = None
-        if child is not None:
+        if child is not None and not isinstance(child, pexpect.spawn):  # Sandbox.open_shell's: no process of ours
+            child.close(force=True)
+        elif child is not None:
             try:  # SIGKILL first: pexpect's polite close sleeps 100 ms or more
                 os.kill(child.pid, signal.SIGKILL)
             except OSError:
@@ -448,7 +452,8 @@ class ShellSession:
     def _recover_from_exit(self, cap: _Capture, t0: float) -> CommandResult:
         code = None
         if self.child is not None:
-            self.child.ptyproc.delayafterclose = 0
+            if isinstance(self.child, pexpect.spawn):
+                self.child.ptyproc.delayafterclose = 0
             self.child.close(force=True)
             code = self.child.exitstatus if self.child.exitstatus is not None else self.child.signalstatus
         try:

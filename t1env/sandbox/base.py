@@ -245,6 +245,13 @@ class Sandbox(ABC):
         """A function to run in the child between fork and exec of :meth:`shell_argv` (or None)."""
         return None
 
+    def open_shell(self, rows: int, cols: int):
+        """A new interactive shell in the sandbox on a connection of the backend's own (None, this default: the
+        shell is :meth:`shell_argv` spawned under a pty). What it returns offers what ShellSession uses of a
+        ``pexpect.spawn``: ``send``, ``read_nonblocking``, ``isalive``, ``close``, ``exitstatus``, ``signalstatus``
+        (the Docker backend's :class:`~t1env.sandbox.docker_shell.ExecShell`)."""
+        return None
+
     @abstractmethod
     def exec(
         self,

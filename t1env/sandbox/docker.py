@@ -6,9 +6,10 @@ and ``gc`` (``docker_pool``), the verifier's container (``docker_verifier``), an
 module also re-exports the others' public names).
 
 One sandbox is one container started from the task's image. The agent's shell is an interactive
-``bash`` started with ``docker exec -it`` (the pexpect-driven CLI measured faster and as robust as
-the SDK's attached socket: see ``bench/docker_latency.py``). Everything else t1 does inside the
-container — workdir files, ``setup.sh``, the verifier — goes through a small helper process that
+``bash`` in an exec with a terminal, on the engine's attached socket (:mod:`t1env.sandbox.docker_shell`:
+no host pty and no docker CLI between ShellSession and the engine); a remote engine, or
+``T1_DOCKER_SHELL=cli``, gets ``docker exec -it`` instead (see ``bench/docker_latency.py``). Everything
+else t1 does inside the container — workdir files, ``setup.sh`` — goes through a small helper process that
 is started in the container once, with ``docker exec``, and then answers requests over that
 exec's stdin/stdout: a process start costs about 1 ms instead of the 70-100 ms of a ``docker
 exec``/``put_archive`` round through the engine. Images without ``python3`` (the helper's
@@ -28,7 +29,8 @@ Engines. A sandbox talks to one engine, fixed when it is made: ``docker_host=`` 
 socket (:func:`engine_url`). Clients, pools and the image cache are per engine, and the shell's
 ``docker exec`` is told the same engine with ``-H``. A ``tcp``/``ssh`` engine is remote
 (:func:`engine_is_remote`, ``T1_DOCKER_REMOTE`` overrides): nothing of this machine's filesystem is
-bind-mounted; the verifier's runtime and tests go over the API (see :mod:`t1env.sandbox.docker_verifier`).
+bind-mounted; the verifier's runtime and tests go over the API (see :mod:`t1env.sandbox.docker_verifier`), and
+the shell is the CLI's.
 
 Warm pool. Containers for an (image, limits) pair are created ahead of time: :meth:`start` takes
 one (a few ms) and a background thread makes the next. The pool size is ``T1_DOCKER_POOL_SIZE``
@@ -62,8 +64,9 @@ What is not covered
   ``runsc``, Kata) with ``T1_DOCKER_RUNTIME`` for hostile code at scale.
 * Disk usage inside the container's writable layer is not quota'd (overlay2 has no per-container
   quota without xfs project quotas); only each file's size is capped.
-* The verifier runs in the agent's container, as root, like on every backend: an agent that is
-  root in its container can tamper with what runs there after it (the helper process included).
+* An agent that is root in its container can tamper with what runs there after it (the helper process
+  included); the checks do not run there: they run in a verifier container of their own on the pristine
+  image (:mod:`t1env.sandbox.docker_verifier`, prepared while the agent plays or started at submission).
 * Images are not pulled from a registry unless the task names one with ``docker_image``; base
   images of Dockerfiles must exist locally or be pullable (``.ci/docker-setup.sh`` makes
   ``debian:bookworm-slim`` without a registry).
@@ -122,6 +125,7 @@ from t1env.sandbox.docker_pool import (
     gc,
     prewarm,
 )
+from t1env.sandbox.docker_shell import ExecShell
 from t1env.task import Task
 
 # The backend's face: the sandbox, and the public names of the modules it is made of (engine, images, pool).
@@ -156,6 +160,8 @@ __all__ = [
     "prewarm",
 ]
 
+SHELL = ("bash", "--noprofile", "--norc", "-i")  # the agent's shell, whichever way it is connected
+
 # ---------------------------------------------------------------------------------------------
 # the sandbox
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +182,7 @@ class DockerSandbox(Sandbox):
     """
 
     name = "docker"
+    shell_transport = os.environ.get("T1_DOCKER_SHELL", "socket")  # "cli": the agent's shell on `docker exec -it`
 
     def __init__(
         self,
@@ -335,11 +342,19 @@ class DockerSandbox(Sandbox):
             "-w",
             self.config.workdir,
             box.id,
-            "bash",
-            "--noprofile",
-            "--norc",
-            "-i",
+            *SHELL,
         ]
+
+    def open_shell(self, rows: int, cols: int) -> ExecShell | None:
+        """The shell on the engine's attached exec socket (:mod:`t1env.sandbox.docker_shell`), for a local engine;
+        None (``docker exec -it``, :meth:`shell_argv`) for a remote one or with ``T1_DOCKER_SHELL=cli``."""
+        if self.shell_transport != "socket" or not self.host.startswith("unix://"):
+            return None
+        box = self._need()
+        problem = self._state_problem()  # a (re)started shell in a dead container: say why, now
+        if problem:
+            raise SandboxError(f"the sandbox is gone: {problem}")
+        return ExecShell(client(self.host), box.id, list(SHELL), self.config.workdir, rows, cols)
 
     def spawn_env(self) -> dict[str, str]:
         """The docker CLI runs on the host: it needs the host's engine settings, not the sandbox's env
