@@ -230,6 +230,14 @@ def run_verifier(
     c = client(sandbox.host)
     shared = mode == "shared"
     prepared = _take(sandbox, c, _key(sandbox, runtime, tests, mode, opts))
+    go = None
+    if prepared is not None:
+        try:  # the channel, opened now (nothing is written to it before the agent is stopped)
+            go = c.api.attach_socket(prepared.vid, params={"stdin": 1, "stream": 1})
+        except Exception:
+            log.debug("attaching to the prepared verifier %s", prepared.vid, exc_info=True)
+            _reaper.remove_id(prepared.vid, prepared.host, volumes=False, named=tuple(prepared.volumes))
+            prepared = None
     if prepared is None:
         kw = _verifier_kwargs(sandbox, mode, opts, go=False)
 
@@ -245,20 +253,18 @@ def run_verifier(
             c.api.wait(box.id, timeout=30)
     except Exception as e:
         if prepared is not None:
+            _close(go)
             _reaper.remove_id(prepared.vid, prepared.host, volumes=False, named=tuple(prepared.volumes))
         raise SandboxError(f"could not stop the agent before verification: {_one_line(e)}") from None
 
     t0 = time.monotonic()
     vid = None
-    go = None
     volumes: list[str] = []
     notes: list[str] = []
     try:
         if prepared is not None:
             vid, volumes, notes = prepared.vid, prepared.volumes, list(prepared.notes)
-            # only now, with every process of the agent gone: the one line it waits for, on its stdin
-            go = c.api.attach_socket(vid, params={"stdin": 1, "stream": 1})
-            _send(go, b"go\n")
+            _send(go, b"go\n")  # only now, with every process of the agent gone: the one line it waits for
         else:
             vid = _start(c, sandbox, kw, runtime, tests, opts, volumes, notes)
         if shared:
@@ -282,11 +288,7 @@ def run_verifier(
     except Exception as e:
         raise SandboxError(f"verifier container failed: {_one_line(e)}") from None
     finally:
-        if go is not None:
-            try:
-                go.close()
-            except Exception:
-                log.debug("closing the verifier's stdin", exc_info=True)
+        _close(go)
         if shared:
             try:
                 c.api.unpause(box.id)
@@ -308,6 +310,15 @@ def _send(sock, data: bytes) -> None:
     else:
         raw.write(data)
         raw.flush()
+
+
+def _close(sock) -> None:
+    if sock is not None:
+        try:
+            getattr(sock, "_sock", sock).close()
+            sock.close()
+        except Exception:
+            log.debug("closing the verifier's stdin", exc_info=True)
 
 
 def _drop_volumes(c, volumes: list[str]) -> None:
