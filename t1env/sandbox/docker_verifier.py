@@ -54,6 +54,7 @@ from __future__ import annotations
 import io
 import logging
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,7 @@ from t1env.sandbox.docker_pool import _create_kwargs, _live, _reaper, _remove_co
 
 log = logging.getLogger(__name__)
 
+_lock = threading.Lock()  # a sandbox's prepared verifier changes hands under it (prepare runs in a background thread)
 READY_WAIT = 60.0  # seconds the agent may stay paused while the verifier starts
 LOG_CAP = "16m"  # the verifier container's log (its report) is bounded by the engine
 
@@ -178,6 +180,7 @@ def prepare(sandbox, runtime: Path, tests: Path | None, mode: str, options: Veri
     if mode != "separate" or tests is None or sandbox._box is None or not sandbox.alive:
         return False  # tests None: the task is not known yet, and the container's mounts and argv depend on it
     c = client(sandbox.host)
+    box, key = sandbox._box, _key(sandbox, runtime, tests, mode, opts)
     kw = _verifier_kwargs(sandbox, mode, opts, go=True)
     volumes: list[str] = []
     notes: list[str] = []
@@ -186,21 +189,28 @@ def prepare(sandbox, runtime: Path, tests: Path | None, mode: str, options: Veri
     except Exception as e:
         _drop_volumes(c, volumes)
         raise SandboxError(f"could not prepare the verifier container: {_one_line(e)}") from None
-    sandbox._prepared = Prepared(_key(sandbox, runtime, tests, mode, opts), vid, sandbox.host, volumes, notes)
-    return True
+    with _lock:
+        if sandbox._box is box:
+            sandbox._prepared = Prepared(key, vid, sandbox.host, volumes, notes)
+            return True
+    # stopped (or restarted) meanwhile, from another thread: nobody would run it
+    _reaper.remove_id(vid, sandbox.host, volumes=False, named=tuple(volumes))
+    return False
 
 
 def discard(sandbox) -> None:
     """Remove the prepared verifier container (if any) without running it; in the background, before anything
     stop() queues after it (the agent's container, whose volumes it mounts)."""
-    prepared, sandbox._prepared = getattr(sandbox, "_prepared", None), None
+    with _lock:
+        prepared, sandbox._prepared = getattr(sandbox, "_prepared", None), None
     if prepared is not None:
         _reaper.remove_id(prepared.vid, prepared.host, volumes=False, named=tuple(prepared.volumes))
 
 
 def _take(sandbox, c, key: tuple) -> Prepared | None:
     """The prepared verifier if it was made for ``key`` and still waits; else None (any other one discarded)."""
-    prepared = getattr(sandbox, "_prepared", None)
+    with _lock:
+        prepared, sandbox._prepared = getattr(sandbox, "_prepared", None), None
     if prepared is None:
         return None
     if prepared.key == key:
@@ -209,9 +219,8 @@ def _take(sandbox, c, key: tuple) -> Prepared | None:
         except Exception:
             running = False
         if running:
-            sandbox._prepared = None
             return prepared
-    discard(sandbox)
+    _reaper.remove_id(prepared.vid, prepared.host, volumes=False, named=tuple(prepared.volumes))
     return None
 
 
