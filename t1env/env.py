@@ -252,21 +252,27 @@ class TerminalEnv(gym.Env[str, Any]):
             info.update(step=0, steps=len(self._steps()))
         return self.task.instruction, info
 
-    def _launch(self, task: Task) -> tuple[Sandbox, ShellSession]:
+    def _launch(self, task: Task, spare: bool = True) -> tuple[Sandbox, ShellSession]:
         """A started sandbox and shell for ``task``. When the env plays one task only, its workdir is prepared here
         too (files copied, ``setup.sh`` run), before the shell exists: for the pre-started sandbox that work is
-        done in the background, during the episode before, and :meth:`_prepare_workdir` skips it at reset."""
+        done in the background, during the episode before, and :meth:`_prepare_workdir` skips it at reset.
+        ``spare``: started on the worker for the next reset (False: started by reset itself)."""
         box = make_sandbox(self.backend, task, docker_host=self.docker_host)
         try:
             box.start()
-            if self.family is None and len(self.task_ids) == 1:  # the next episode's task is known: this one
+            known = self.family is None and len(self.task_ids) == 1  # the next episode's task is known: this one
+            if known:
                 put_workdir(task, box)
                 run_setup(task, box)
                 self._prepared[box] = _workdir_key(task)
             shell = ShellSession(box, max_output_bytes=self.max_output_bytes)
             shell.start()
-            if self.prepare_verifier:  # its verifier, as far as it does not depend on the task (reset completes it)
-                prepare(box)
+            if self.prepare_verifier and spare:  # its verifier (for the task, when known; reset completes it
+                # otherwise), queued on the worker, not awaited: reset takes the spare as soon as its shell runs, and
+                # whatever stops it is queued on the worker too, after this
+                self._background().submit(prepare, box, task if known else None)
+            elif self.prepare_verifier:
+                prepare(box, task if known else None)
         except BaseException:
             box.stop()
             raise
@@ -290,7 +296,7 @@ class TerminalEnv(gym.Env[str, Any]):
                 if fits and self._prepared.get(box, _workdir_key(task)) == _workdir_key(task):
                     return box, shell
                 self._background().submit(_stop, shell, box)
-        return self._launch(task)
+        return self._launch(task, spare=False)
 
     def _prepare_workdir(self, task: Task, box: Sandbox) -> None:
         if self._prepared.pop(box, None) == _workdir_key(task):
@@ -367,7 +373,7 @@ class TerminalEnv(gym.Env[str, Any]):
         spare, self._spare = self._spare, None
         if spare is not None:
             try:
-                _stop(*spare.result())
+                self._background().submit(_stop, *spare.result())  # after its verifier's preparation (queued first)
             except Exception:  # the spare sandbox failed to start: there is nothing to stop
                 log.debug("the spare sandbox did not start", exc_info=True)
         worker, self._worker = self._worker, None

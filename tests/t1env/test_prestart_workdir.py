@@ -2,6 +2,9 @@
 before its shell exists), so that reset only hands it over; a sandbox prepared for one task never serves another."""
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +72,41 @@ def test_a_several_task_env_copies_the_files_at_reset(make_task, tmp_path):
             assert env.step("ls /app")[0] == listing
     finally:
         env.close()
+
+
+@pytest.fixture
+def own_tempdir():
+    """A temp folder of the test's own for the local sandboxes' episode folders (searchable by the sandbox's uid)."""
+    d = tempfile.mkdtemp(prefix="t1-test-episodes-")
+    os.chmod(d, 0o711)
+    old, tempfile.tempdir = tempfile.tempdir, d
+    try:
+        yield Path(d)
+    finally:
+        tempfile.tempdir = old
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for f in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = f.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        if text in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.needs_bwrap
+@pytest.mark.parametrize("task", ["hello-file", "several"])
+def test_close_right_after_reset_leaves_nothing_while_the_spare_prepares(make_task, own_tempdir, task):
+    """The spare's verifier is prepared on the worker after the spare is handed out; close() stops the spare on the
+    worker too, after that preparation: no sandbox folder and no process of either sandbox is left."""
+    kw = {"task": "hello-file"} if task == "hello-file" else {"tasks": ["hello-file", str(make_task())]}
+    env = TerminalEnv(**kw, backend="local", prepare_verifier=True)
+    env.reset(seed=0, options={"task": "hello-file"})
+    env.close()
+    assert list(own_tempdir.iterdir()) == []
+    assert _processes_naming(str(own_tempdir)) == []
