@@ -271,7 +271,7 @@ def verifier_options(task: Task, declared: list[str]) -> tuple[VerifierOptions, 
     are the keys of the reward file a Harbor ``test.sh`` writes (the package declares none)."""
     options = VerifierOptions()
     keys_from_run = False
-    if task.origin is not None:  # an imported task (t1env.formats): tests also at /tests; a Harbor test.sh in script mode
+    if task.origin is not None:  # an imported task (t1env.formats): tests also at /tests; Harbor's test.sh: scripts
         options = imported_verifier_options(task.origin)
         keys_from_run = task.origin.verifier == "script" and not declared
     return dataclasses.replace(options, args=(*options.args, *checks_args(task, declared, options))), keys_from_run

@@ -154,7 +154,9 @@ def _launch_separate(
     mounts += ["--tmpfs", VERIFIER_HOME]
     for f in VERIFIER_HOME_FILES:  # regular empty files (a device node cannot be opened on the user namespace's mounts)
         mounts += ["--ro-bind", str(staged / "home" / f), f"{VERIFIER_HOME}/{f}"]
-    if box.private_state is not None:
+    if go:  # a prepared verifier: the task's private state is staged into its folder once known
+        mounts += ["--ro-bind", str(staged / "private"), PRIVATE_DIR]
+    elif box.private_state is not None:
         mounts += ["--ro-bind", str(box.private_state), PRIVATE_DIR]
     else:
         mounts += ["--dir", PRIVATE_DIR]  # empty (and read-only with the root)

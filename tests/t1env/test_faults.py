@@ -240,12 +240,15 @@ def tiny_tmpfs(tmp_path_factory):
         mnt.rmdir()
 
 
-def test_disk_full_in_the_workdir_is_reported_and_the_next_episode_has_room(make_task, tiny_tmpfs):
+@pytest.mark.parametrize("prepared", [False, True], ids=["cold-verifier", "prepared-verifier"])
+def test_disk_full_in_the_workdir_is_reported_and_the_next_episode_has_room(make_task, tiny_tmpfs, prepared):
     """The local backend has no disk quota (docs/sandbox.md): the file system of the episode folders fills up.
-    The command's error says so, the verifier says why it could not run (it is staged into the episode folder),
-    and the next episode starts with the space the last one used freed (it is stopped in the background).
-    Docker has no such limit to hit: the workdir is a volume on the engine's disk (docs/sandbox.md)."""
-    env = TerminalEnv(task=str(make_task()), backend="local")
+    The command's error says so, and the next episode starts with the space the last one used freed (it is stopped
+    in the background). A verifier started at submission says why it could not run (it is staged into the episode
+    folder); a prepared one was staged before the disk filled, and scores what the agent left: an empty
+    ``out.txt`` (the shell made it, the write failed), 1 of 3. Docker has no such limit to hit: the workdir is a
+    volume on the engine's disk (docs/sandbox.md)."""
+    env = TerminalEnv(task=str(make_task()), backend="local", prepare_verifier=prepared)
     try:
         env.reset(seed=0)
         obs, _, _, truncated, info = env.step("head -c 64M /dev/zero > /app/big")
@@ -253,9 +256,14 @@ def test_disk_full_in_the_workdir_is_reported_and_the_next_episode_has_room(make
         obs, _, _, _, info = env.step("echo hello > /app/out.txt")
         assert "No space left on device" in obs and info["exit_code"] == 1
         _, reward, terminated, _, info = env.step({"submit": True})
-        assert terminated and (reward, info["passed"], info["total"]) == (0.0, 0, 3)
-        assert info["verifier_error"].startswith("verifier could not run: staging the verifier")
-        assert "No space left on device" in info["verifier_error"]
+        assert terminated and info["verifier_prepared"] is prepared
+        if prepared:
+            assert info["verifier_error"] is None and (reward, info["passed"], info["total"]) == (1.0, 1, 3)
+            assert [c["name"] for c in info["checks"] if c["passed"]] == ["test_out.py::test_exists"]
+        else:
+            assert (reward, info["passed"], info["total"]) == (0.0, 0, 3)
+            assert info["verifier_error"].startswith("verifier could not run: staging the verifier")
+            assert "No space left on device" in info["verifier_error"]
         _next_episode_works(env)
     finally:
         env.close()
