@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -161,6 +162,7 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
     jobs: list[int] = []
     rewards: list[float] = []
     kept: list[dict[str, TerminalEnv]] = [{} for _ in range(workers)]
+    cpu: list[float] = []
 
     def slot(w: int) -> None:
         while True:
@@ -184,13 +186,16 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
 
     def run(n: int) -> float:
         jobs[:] = list(range(n))
+        cpu[:] = [cpu_seconds()]
         t0 = time.perf_counter()
         threads = [threading.Thread(target=slot, args=(w,)) for w in range(workers)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        return time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        cpu[:] = [cpu_seconds() - cpu[0]]
+        return dt
 
     try:
         run(len(TASKS) * workers)  # warm-up: imports, page cache; kept envs made, their next sandboxes started
@@ -200,7 +205,19 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
         for envs in kept:
             for env in envs.values():
                 env.close()
-    return {"seconds": seconds, "episodes": episodes, "rewards": sorted(rewards), "t1env": t1env.__file__}
+    return {
+        "seconds": seconds,
+        "cpu": cpu[0],
+        "episodes": episodes,
+        "rewards": sorted(rewards),
+        "t1env": t1env.__file__,
+    }
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children waited for (sandboxes, verifiers, and what ran inside them)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def child(checkout: Path | None, backend: str, workers: int, mode: str, episodes: int, prepare: bool | None) -> dict:
@@ -285,12 +302,14 @@ def main() -> None:
             if old is not None and b == "local" and workers == 1:
                 configs += [(args.compare, old, b, workers, m, eps, None) for m in ("fresh", "kept")]
     results: dict[tuple, list[float]] = {}
+    cpu_per: dict[tuple, list[float]] = {}
     rewards: dict[tuple, list[float]] = {}
     for r in range(args.rounds):
         for cfg in configs if r % 2 == 0 else configs[::-1]:
             name, checkout, b, workers, mode, eps, prepare = cfg
             got = child(checkout, b, workers, mode, eps, prepare)
             results.setdefault(cfg, []).append(got["episodes"] / got["seconds"])
+            cpu_per.setdefault(cfg, []).append(got["cpu"] / got["episodes"])
             rewards.setdefault((b, mode, workers), got["rewards"])
             assert got["rewards"] == rewards[(b, mode, workers)], "the oracle's rewards differ between runs"
             print(
@@ -299,22 +318,27 @@ def main() -> None:
                 flush=True,
             )
     print(f"\n### Oracle episodes/s, {', '.join(TASKS)} (median of {args.rounds} alternating rounds)\n")
-    print("| checkout | backend | envs | prepare_verifier | 1 worker | 2 workers |\n|---|---|---|---|---:|---:|")
+    print(
+        "| checkout | backend | envs | prepare_verifier | 1 worker | 2 workers | CPU s per episode (host side), "
+        "1 / 2 workers |\n|---|---|---|---|---:|---:|---:|"
+    )
     seen = list(dict.fromkeys((c[0], c[2], c[4], c[6]) for c in configs))
     eps_of: dict[tuple, float] = {}
     for name, b, mode, prepare in seen:
-        cells = []
+        cells, cpus = [], []
         for workers in (1, 2):
             cfg = next(
                 (c for c in configs if (c[0], c[2], c[4], c[6], c[3]) == (name, b, mode, prepare, workers)), None
             )
             if cfg is None:
                 cells.append("-")
+                cpus.append("-")
                 continue
             eps_of[(name, b, mode, prepare, workers)] = statistics.median(results[cfg])
             cells.append(f"{eps_of[(name, b, mode, prepare, workers)]:.2f}")
+            cpus.append(f"{statistics.median(cpu_per[cfg]):.2f}")
         label = {None: "default", True: "on", False: "off"}[prepare]
-        print(f"| {name} | {b} | {mode} | {label} | {cells[0]} | {cells[1]} |")
+        print(f"| {name} | {b} | {mode} | {label} | {cells[0]} | {cells[1]} | {' / '.join(cpus)} |")
 
     # goals
     print("\n### Goals (issue 27)\n")
