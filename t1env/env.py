@@ -174,6 +174,7 @@ class TerminalEnv(gym.Env[str, Any]):
         self.prestart = prestart
         self.prepare_verifier = prepare_verifier
         self._preparing: Future | None = None  # the background prepare() of this episode's verifier
+        self._resets = 0
         self.render_mode = render_mode
         self._worker: ThreadPoolExecutor | None = None
         self._spare: Future | None = None
@@ -221,6 +222,7 @@ class TerminalEnv(gym.Env[str, Any]):
         else:
             tid = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
         self.task = get_task(self._task_paths.get(tid) or tid, self.task_dirs)
+        self._resets += 1
         try:
             self.sandbox, self.shell = self._take_sandbox(self.task)
             self._prepare_workdir(self.task, self.sandbox)
@@ -267,9 +269,10 @@ class TerminalEnv(gym.Env[str, Any]):
                 self._prepared[box] = _workdir_key(task)
             shell = ShellSession(box, max_output_bytes=self.max_output_bytes)
             shell.start()
-            if self.prepare_verifier and spare:  # its verifier (for the task, when known; reset completes it
-                # otherwise), queued on the worker, not awaited: reset takes the spare as soon as its shell runs, and
-                # whatever stops it is queued on the worker too, after this
+            if self.prepare_verifier and spare and self._resets > 1:  # its verifier (for the task, when known;
+                # reset completes it otherwise), queued on the worker, not awaited: reset takes the spare as soon as
+                # its shell runs, and whatever stops it is queued on the worker too, after this. Only once the env is
+                # being reused (its second episode on): a spare of a one-episode env is never taken
                 self._background().submit(prepare, box, task if known else None)
             elif self.prepare_verifier:
                 prepare(box, task if known else None)
