@@ -15,6 +15,7 @@ pipe to ``ssh``, where the socket's bytes are not the stream's; those keep the C
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -24,6 +25,8 @@ import pexpect
 
 from t1env.sandbox.base import SandboxError
 from t1env.sandbox.docker_engine import _one_line
+
+log = logging.getLogger(__name__)
 
 EXIT_WAIT = 2.0  # seconds to wait, once the stream ended, for the engine to report the shell's exit code
 
@@ -51,7 +54,7 @@ class ExecShell:
         try:  # the terminal's size, as the CLI sets it; best effort (the shell may already be gone)
             c.api.exec_resize(self.exec_id, height=rows, width=cols)
         except Exception:
-            pass
+            log.debug("resizing the terminal of exec %s", self.exec_id, exc_info=True)
 
     def send(self, data: bytes) -> int:
         self._sock.sendall(data)
