@@ -2,8 +2,9 @@
 
 The backend's parts, one module each: the engine client and labels (``docker_engine``), images
 (``docker_images``), the in-container helper (``docker_helper``), containers, the warm pool, the reaper
-and ``gc`` (``docker_pool``), the verifier's container (``docker_verifier``), and the sandbox (here; this
-module also re-exports the others' public names).
+and ``gc`` (``docker_pool``), the verifier's container (``docker_verifier``), the agent's shell on the
+engine's socket (``docker_shell``), and the sandbox (here; this module also re-exports the others' public
+names).
 
 One sandbox is one container started from the task's image. The agent's shell is an interactive
 ``bash`` in an exec with a terminal, on the engine's attached socket (:mod:`t1env.sandbox.docker_shell`:
