@@ -349,7 +349,9 @@ class DockerSandbox(Sandbox):
     def open_shell(self, rows: int, cols: int) -> ExecShell | None:
         """The shell on the engine's attached exec socket (:mod:`t1env.sandbox.docker_shell`), for a local engine;
         None (``docker exec -it``, :meth:`shell_argv`) for a remote one or with ``T1_DOCKER_SHELL=cli``."""
-        if self.shell_transport != "socket" or not self.host.startswith("unix://"):
+        if self.shell_transport not in ("socket", "cli"):
+            raise SandboxError(f"T1_DOCKER_SHELL={self.shell_transport!r}: set it to 'socket' (the default) or 'cli'")
+        if self.shell_transport == "cli" or not self.host.startswith("unix://"):
             return None
         box = self._need()
         problem = self._state_problem()  # a (re)started shell in a dead container: say why, now

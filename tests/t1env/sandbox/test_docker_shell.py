@@ -14,7 +14,7 @@ pytest.importorskip("docker", reason="the docker SDK is not installed: pip insta
 
 from t1env.episode.shell import ShellSession  # noqa: E402
 from t1env.sandbox import docker as D  # noqa: E402
-from t1env.sandbox.base import SandboxConfig  # noqa: E402
+from t1env.sandbox.base import SandboxConfig, SandboxError  # noqa: E402
 from t1env.sandbox.docker_shell import ExecShell  # noqa: E402
 
 _UP, _WHY = D.engine_ready(D.DEFAULT_BASE)
@@ -64,6 +64,9 @@ def test_shell_session_semantics_on_either_transport(transport):
         box.stop()
 
 
-def test_remote_engines_keep_the_cli(monkeypatch):
+def test_remote_engines_keep_the_cli_and_a_bad_setting_is_named():
     box = D.DockerSandbox(SandboxConfig(), pool=False, docker_host="tcp://127.0.0.1:9")  # never started: no engine
     assert box.open_shell(40, 120) is None  # a tcp:// engine's socket may be TLS: ShellSession spawns shell_argv()
+    box.shell_transport = "sockets"
+    with pytest.raises(SandboxError, match="T1_DOCKER_SHELL='sockets': set it to 'socket'"):
+        box.open_shell(40, 120)
