@@ -34,7 +34,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from t1env.families import build, chain, config, csvpipe, filetree, githistory, logs, regex, script, sql
+from t1env.families import build, chain, config, csvpipe, filetree, githistory, logs, project, regex, script, sql
 from t1env.families.base import (
     CALIBRATION_SEEDS,
     INSTANCE_SEP,
@@ -77,6 +77,7 @@ def _all() -> dict[str, Family]:
         config.ConfigRepair(),
         script.ScriptFix(),
         chain.Chain(),
+        project.Project(),
     ]
     return {f.name: f for f in fams}
 
