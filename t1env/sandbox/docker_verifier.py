@@ -172,10 +172,15 @@ def _start(c, sandbox, kw: dict, runtime: Path, tests: Path, opts: VerifierOptio
 
 def prepare(sandbox, runtime: Path, tests: Path | None, mode: str, options: VerifierOptions | None = None) -> bool:
     """Start the ``separate``-mode verifier container now, while the agent plays (see the module docstring): the
-    cold run's container exactly, but for ``--go-fd 0`` and an open stdin. ``shared`` mode cannot be prepared (its
-    verifier joins the agent's pid namespace, which it may only do once the agent is frozen): False, and the run
-    starts cold."""
+    cold run's container exactly, but for ``--go-fd 0`` and an open stdin. Asked again for the same run, the one
+    made is kept; for another, it is replaced. ``shared`` mode cannot be prepared (its verifier joins the agent's pid
+    namespace, which it may only do once the agent is frozen): False, and the run starts cold."""
     opts = options or VerifierOptions()
+    if sandbox._box is not None and tests is not None:
+        with _lock:
+            held = getattr(sandbox, "_prepared", None)
+            if held is not None and held.key == _key(sandbox, runtime, tests, mode, opts):
+                return True  # prepared already, for the same run (the env asks again at reset)
     discard(sandbox)
     if mode != "separate" or tests is None or sandbox._box is None or not sandbox.alive:
         return False  # tests None: the task is not known yet, and the container's mounts and argv depend on it

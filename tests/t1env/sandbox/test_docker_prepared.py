@@ -93,6 +93,7 @@ def test_other_arguments_run_cold_and_stop_leaves_no_container(task):
     try:
         assert V.prepare(box, task)
         first = box._prepared.vid
+        assert V.prepare(box, task) and box._prepared.vid == first  # asked again for the same run: kept
         assert box.prepare_verifier(V.runtime_bundle(), task.tests_dir, "shared") is False  # shared: never prepared
         assert box._prepared is None
         assert V.prepare(box, task)

@@ -252,7 +252,8 @@ def _assert_nothing_left(engine2, cids) -> None:
 def test_episode_on_the_engine_named_by_DOCKER_HOST(engine2, deliveries, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", engine2.url)
     monkeypatch.delenv(REMOTE_ENV, raising=False)  # tcp:// alone makes it remote
-    env = gym.make("T1Terminal-v0", task="hello-file", backend="docker")
+    # no spare sandbox: one episode's container, one verifier prepared for it, one delivery
+    env = gym.make("T1Terminal-v0", task="hello-file", backend="docker", prestart=False)
     try:
         info, cid = _episode(env, engine2)
     finally:
@@ -260,6 +261,7 @@ def test_episode_on_the_engine_named_by_DOCKER_HOST(engine2, deliveries, monkeyp
     assert info["passed"] == info["total"] == 5 and info["resolved"], info
     assert info["tamper"] == [] and not info.get("error")
     assert any("remote Docker engine" in n for n in info["verifier_notes"])
+    assert info["verifier_prepared"]  # delivered and started while the agent played, told go at submission
     # the remote path ran: the runtime and tests came in volumes, mounted read-only, no bind mount
     ((mounts, volumes),) = deliveries
     assert [m["Type"] for m in mounts] == ["volume"] and all(m["ReadOnly"] for m in mounts)
@@ -269,13 +271,13 @@ def test_episode_on_the_engine_named_by_DOCKER_HOST(engine2, deliveries, monkeyp
 
 def test_episode_on_the_engine_named_by_docker_host(engine2, deliveries, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # the argument wins over it
-    env = gym.make("T1Terminal-v0", task="hello-file", backend="docker", docker_host=engine2.url)
+    env = gym.make("T1Terminal-v0", task="hello-file", backend="docker", docker_host=engine2.url, prestart=False)
     try:
         info, cid = _episode(env, engine2)
     finally:
         env.close()
     assert info["passed"] == info["total"] == 5 and info["resolved"], info
-    assert len(deliveries) == 1
+    assert len(deliveries) == 1 and info["verifier_prepared"]  # delivered once, at prepare time
     _assert_nothing_left(engine2, [cid])
 
 
