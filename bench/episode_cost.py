@@ -13,7 +13,9 @@ Three parts, each with its baselines measured in the same run, and a markdown ta
    each configuration in a child process of its own, configurations alternating within each round (median over
    rounds): ``fresh`` makes a new env per episode with ``prestart=False`` (what ``bench/ray_executor.py`` and the issue
    measured), ``kept`` keeps one env per task and worker (``prestart=True``: the next sandbox starts, and for a one-task
-   env its workdir is prepared, while the episode runs), with ``prepare_verifier`` on and off.
+   env its workdir is prepared, while the episode runs), with ``prepare_verifier`` on and off. Beside the rate, the
+   CPU seconds an episode costs on the host (the child's own ``cpuacct`` cgroup, as root: every sandbox and verifier
+   process included; Docker's containers are the engine's): on a shared machine the rate follows the load, this not.
 3. **Today's figure**, side by side: the local 1-worker episodes/s children also run with ``--compare REV`` (default
    ``bce6b5c``, main when the issue was filed; ``git archive`` into a temp folder, put first on ``PYTHONPATH``),
    alternating with this checkout's.
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -163,6 +164,10 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
     rewards: list[float] = []
     kept: list[dict[str, TerminalEnv]] = [{} for _ in range(workers)]
     cpu: list[float] = []
+    group = own_cpu_cgroup()
+
+    def cpu_seconds() -> float:
+        return int((group / "cpuacct.usage").read_text()) / 1e9 if group is not None else float("nan")
 
     def slot(w: int) -> None:
         while True:
@@ -205,6 +210,8 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
         for envs in kept:
             for env in envs.values():
                 env.close()
+        if group is not None:
+            leave_cpu_cgroup(group)
     return {
         "seconds": seconds,
         "cpu": cpu[0],
@@ -214,10 +221,28 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
     }
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of its children waited for (sandboxes, verifiers, and what ran inside them)."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+def own_cpu_cgroup() -> Path | None:
+    """Move this process into a cgroup v1 ``cpuacct`` group of its own (root only), so that the CPU of everything it
+    starts — sandboxes, verifiers and what runs in them — is counted, including processes the kernel reaps when a
+    sandbox's pid namespace ends (rusage never sees those). None where there is no such controller to use."""
+    d = CPUACCT / f"t1-bench-{os.getpid()}"
+    try:
+        d.mkdir()
+        (d / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        return None
+    return d
+
+
+def leave_cpu_cgroup(d: Path) -> None:
+    try:
+        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        d.rmdir()
+    except OSError:
+        pass  # a process still in it (it ends soon): the empty group stays, harmless
 
 
 def child(checkout: Path | None, backend: str, workers: int, mode: str, episodes: int, prepare: bool | None) -> dict:
@@ -319,7 +344,7 @@ def main() -> None:
             )
     print(f"\n### Oracle episodes/s, {', '.join(TASKS)} (median of {args.rounds} alternating rounds)\n")
     print(
-        "| checkout | backend | envs | prepare_verifier | 1 worker | 2 workers | CPU s per episode (host side), "
+        "| checkout | backend | envs | prepare_verifier | 1 worker | 2 workers | CPU s per episode (host side, cpuacct), "
         "1 / 2 workers |\n|---|---|---|---|---:|---:|---:|"
     )
     seen = list(dict.fromkeys((c[0], c[2], c[4], c[6]) for c in configs))
