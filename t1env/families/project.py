@@ -362,8 +362,9 @@ def fact_workspace():
 
 
 def fact_package(i):
-    assert PACKAGES[i] in packages(), f"release/{TICKET} lacks {PACKAGES[i]}"
-    assert len(packages()) == len(PACKAGES), f"release/{TICKET} holds other packages: {packages()}"
+    name = PACKAGES[i].rsplit("-", 1)[0]
+    have = [p for p in packages() if p.rsplit("-", 1)[0] == name]
+    assert have == [PACKAGES[i]], f"release/{TICKET} holds {have or 'no version'} of {name}, not {PACKAGES[i]}"
 
 
 def fact_setting(key):
