@@ -136,6 +136,7 @@ def test_partial_credit_comes_in_order(tmp_path, seed):
         seed,
         {
             "nothing": [],
+            "one_package": lines[:deps],  # a weight-2 milestone half done: one of its two checks
             "deps": lines[: deps + 1],
             # every command but the token's: milestones 1-4 count; the build fails and nothing after the gap counts
             "gap": [ln for ln in lines if not ln.startswith("sed -i 's/@TOKEN@/")],
@@ -144,6 +145,7 @@ def test_partial_credit_comes_in_order(tmp_path, seed):
     )
     assert scores == {
         "nothing": (0, total),
+        "one_package": (WEIGHTS[0] + 1, total),
         "deps": (sum(WEIGHTS[:2]), total),
         "gap": (sum(WEIGHTS[:4]), total),
         "all": (total, total),
