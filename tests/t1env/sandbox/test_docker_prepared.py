@@ -72,6 +72,15 @@ def test_prepared_verifier_gives_the_cold_results_and_is_out_of_the_agents_reach
     try:
         assert V.prepare(box, task)
         vid = box._prepared.vid
+        # from the host: namespaces and mounts of its own; the agent's container mounts none of its files
+        c = D.client().api
+        waiting, agent = c.inspect_container(vid), c.inspect_container(box.container_id)
+        hc = waiting["HostConfig"]
+        assert (hc["PidMode"], hc["NetworkMode"], hc["IpcMode"]) == ("", "none", "private") and hc["ReadonlyRootfs"]
+        assert waiting["State"]["Running"] and waiting["Config"]["OpenStdin"]
+        mine = {m["Destination"]: m["RW"] for m in waiting["Mounts"]}
+        assert mine[VERIFIER_DIR] is False and mine[f"{VERIFIER_DIR}/tests"] is False
+        assert not {VERIFIER_DIR, f"{VERIFIER_DIR}/tests", PRIVATE_DIR} & {m["Destination"] for m in agent["Mounts"]}
         attack = (
             "ps -eo args; ls -a / /proc; "
             f"ls -a {VERIFIER_DIR} {PRIVATE_DIR}; find / -xdev -name test_hello.py 2>/dev/null; "
