@@ -10,7 +10,7 @@ wall time (mean and slowest): what one such turn costs in the environment.
 
 On the loaded 2-core development machine (load about 12): ``project@0`` and ``project@1`` took 31 command turns
 each and scored 14/14; a command took 0.039 s and 0.050 s on average, at most 0.26 s and 0.39 s (a ``python3
-build.py``), on the local backend, and ``project@1`` 0.110 s on average, at most 0.71 s, on Docker.
+build.py``), on the local backend, and 0.143 s and 0.107 s on average, at most 1.18 s and 0.74 s, on Docker.
 """
 
 from __future__ import annotations
