@@ -270,53 +270,8 @@ def checkout_of(rev: str) -> Path:
     return d
 
 
-# -- the report -------------------------------------------------------------------------------------------------
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of the episodes/s configurations")
-    ap.add_argument("--runs", type=int, default=8, help="hello-file episodes per backend and setting (phases)")
-    ap.add_argument("--episodes", type=int, default=12, help="timed oracle episodes per configuration (local)")
-    ap.add_argument("--docker-episodes", type=int, default=8)
-    ap.add_argument("--backends", default="local,docker")
-    ap.add_argument(
-        "--compare",
-        metavar="REV",
-        default=BEFORE if has_revision(BEFORE) else "",
-        help=f"also run the local 1-worker episodes/s children with this git revision (default {BEFORE}, the issue's "
-        "'today'; '' for none)",
-    )
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(json.dumps(play(*json.loads(args.child))))
-        return
-
-    backends = args.backends.split(",")
-    if "docker" in backends:
-        up, why = engine_available()
-        if not up:
-            print(f"docker: skipped, no engine answers ({why})")
-            backends.remove("docker")
-    has_prepare = bool(env_kwargs(True))
-    print(f"t1env from {t1env.__file__}; prepare_verifier {'on and off' if has_prepare else 'not in this checkout'}")
-
-    # part 1
-    base = baselines(args.runs)
-    table: dict[str, dict[str, dict[str, list[float]]]] = {b: phases(b, args.runs) for b in backends}
-    print("\n### Phases of a `hello-file` episode (median ms; prepare_verifier on / off)\n")
-    print("| phase | " + " | ".join(backends) + " |\n|---|" + "---:|" * len(backends))
-    rows = list(dict.fromkeys(r for b in backends for r in table[b]))
-    for row in rows:
-        cells = []
-        for b in backends:
-            got = table[b].get(row, {})
-            cells.append(" / ".join(f"{ms(got[m]):.2f}" for m in ("on", "off") if m in got) or "-")
-        print(f"| {row} | " + " | ".join(cells) + " |")
-    for row, xs in base.items():
-        print(f"| {row} | {ms(xs):.2f} (host) |" + " |" * (len(backends) - 1))
-
-    # part 2 (and 3)
-    old = checkout_of(args.compare) if args.compare else None
+def rates_and_goals(args, backends: list[str], has_prepare: bool, base: dict, table: dict, old: Path | None) -> None:
+    """Parts 2 and 3 (the episodes/s children, alternating), then the goals, as markdown tables."""
     configs = []
     for b in backends:
         for workers in (1, 2):
@@ -398,8 +353,60 @@ def main() -> None:
     for goal, measured, met in goals:
         print(f"| {goal} | {measured} | {'met' if met else 'not met'} |")
     print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    if old is not None:
-        shutil.rmtree(old)
+
+
+# -- the report -------------------------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of the episodes/s configurations")
+    ap.add_argument("--runs", type=int, default=8, help="hello-file episodes per backend and setting (phases)")
+    ap.add_argument("--episodes", type=int, default=12, help="timed oracle episodes per configuration (local)")
+    ap.add_argument("--docker-episodes", type=int, default=8)
+    ap.add_argument("--backends", default="local,docker")
+    ap.add_argument(
+        "--compare",
+        metavar="REV",
+        default=BEFORE if has_revision(BEFORE) else "",
+        help=f"also run the local 1-worker episodes/s children with this git revision (default {BEFORE}, the issue's "
+        "'today'; '' for none)",
+    )
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(play(*json.loads(args.child))))
+        return
+
+    backends = args.backends.split(",")
+    if "docker" in backends:
+        up, why = engine_available()
+        if not up:
+            print(f"docker: skipped, no engine answers ({why})")
+            backends.remove("docker")
+    has_prepare = bool(env_kwargs(True))
+    print(f"t1env from {t1env.__file__}; prepare_verifier {'on and off' if has_prepare else 'not in this checkout'}")
+
+    # part 1
+    base = baselines(args.runs)
+    table: dict[str, dict[str, dict[str, list[float]]]] = {b: phases(b, args.runs) for b in backends}
+    print("\n### Phases of a `hello-file` episode (median ms; prepare_verifier on / off)\n")
+    print("| phase | " + " | ".join(backends) + " |\n|---|" + "---:|" * len(backends))
+    rows = list(dict.fromkeys(r for b in backends for r in table[b]))
+    for row in rows:
+        cells = []
+        for b in backends:
+            got = table[b].get(row, {})
+            cells.append(" / ".join(f"{ms(got[m]):.2f}" for m in ("on", "off") if m in got) or "-")
+        print(f"| {row} | " + " | ".join(cells) + " |")
+    for row, xs in base.items():
+        print(f"| {row} | {ms(xs):.2f} (host) |" + " |" * (len(backends) - 1))
+
+    # part 2 (and 3)
+    old = checkout_of(args.compare) if args.compare else None
+    try:
+        rates_and_goals(args, backends, has_prepare, base, table, old)
+    finally:
+        if old is not None:
+            shutil.rmtree(old)
 
 
 if __name__ == "__main__":
