@@ -80,15 +80,26 @@ def cold_build_reset(task: str, n: int) -> list[float]:
     return out
 
 
-def round_trips(box, n: int) -> list[float]:
-    with ShellSession(box) as sh:
-        sh.run("true")
-        out = []
+def round_trips(box, n: int, transports: tuple[str, ...]) -> dict[str, list[float]]:
+    """``ShellSession.run('echo i')`` on one session per transport, open side by side, taking turns command by
+    command (the order flipped every other command), so a change in the machine's load hits each alike."""
+    sessions = {}
+    try:
+        for t in transports:
+            box.shell_transport = t
+            sessions[t] = ShellSession(box)
+            sessions[t].start()
+            sessions[t].run("true")
+        out: dict[str, list[float]] = {t: [] for t in transports}
         for i in range(n):
-            t0 = time.perf_counter()
-            r = sh.run(f"echo {i}")
-            out.append(time.perf_counter() - t0)
-            assert r.output == f"{i}\n", r
+            for t in transports if i % 2 else transports[::-1]:
+                t0 = time.perf_counter()
+                r = sessions[t].run(f"echo {i}")
+                out[t].append(time.perf_counter() - t0)
+                assert r.output == f"{i}\n", r
+    finally:
+        for sh in sessions.values():
+            sh.close()
     return out
 
 
@@ -230,13 +241,12 @@ def main() -> None:
         box = D.DockerSandbox(SandboxConfig(), pool=False)
         box.start()
         try:
-            by = {"cli": [], "socket": []}
-            spawns = {"cli": [], "socket": []}
+            spawns: dict[str, list[float]] = {"cli": [], "socket": []}
             for _ in range(5):  # alternating, so a change in the machine's load hits both alike
-                for transport in by:
+                for transport in spawns:
                     box.shell_transport = transport
                     spawns[transport] += exec_spawn(box, 2)
-                    by[transport] += round_trips(box, n * 2)
+            by = round_trips(box, n * 30, ("cli", "socket"))
             names = {"cli": "docker exec -it (pexpect)", "socket": "attached exec socket (ExecShell)"}
             for transport, name in names.items():
                 rows.append((f"shell spawn: {name}", ms(spawns[transport]), "ShellSession.start"))
