@@ -274,7 +274,7 @@ class TerminalEnv(gym.Env[str, Any]):
                 # its shell runs, and whatever stops it is queued on the worker too, after this. Only once the env is
                 # being reused (its second episode on): a spare of a one-episode env is never taken
                 self._background().submit(prepare, box, task if known else None)
-            elif self.prepare_verifier:
+            elif self.prepare_verifier and not spare:  # reset itself started it: the task is being played
                 prepare(box, task if known else None)
         except BaseException:
             box.stop()
