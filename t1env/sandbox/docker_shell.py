@@ -57,7 +57,12 @@ class ExecShell:
             log.debug("resizing the terminal of exec %s", self.exec_id, exc_info=True)
 
     def send(self, data: bytes) -> int:
-        self._sock.sendall(data)
+        """Write ``data`` to the shell. A stream that broke (the engine restarted, the container died) is the
+        shell's end, as a dead pty is for the CLI: the next read says EOF, and ShellSession asks the sandbox why."""
+        try:
+            self._sock.sendall(data)
+        except OSError:  # EPIPE, ECONNRESET
+            self.flag_eof = True
         return len(data)
 
     def read_nonblocking(self, size: int, timeout: float) -> bytes:
