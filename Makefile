@@ -24,7 +24,7 @@ HOST_TOOLS := bwrap:bubblewrap slirp4netns:slirp4netns passt:passt iptables-rest
 	bash:bash python3:python3 git:git gcc:gcc g++:g++ make:make \
 	ar:binutils nm:binutils readelf:binutils \
 	tar:tar gzip:gzip xz:xz-utils sqlite3:sqlite3 jq:jq file:file ps:procps ldd:libc-bin \
-	awk:mawk sed:sed find:findutils \
+	awk:mawk sed:sed grep:grep find:findutils \
 	base64:coreutils chmod:coreutils chown:coreutils comm:coreutils cp:coreutils cut:coreutils mv:coreutils \
 	sha256sum:coreutils sort:coreutils stat:coreutils touch:coreutils tr:coreutils uniq:coreutils
 
