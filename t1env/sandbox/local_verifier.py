@@ -123,14 +123,18 @@ def run_verifier(
         notes = notes + extra_notes
     finally:
         _clear(dest)
-    result = ExecResult(
+    return VerifierRun(_exec_result(res, t0), "shared" if mode == "shared" else "separate", notes)
+
+
+def _exec_result(res: Finished, t0: float) -> ExecResult:
+    """What the verifier's run returned, as :class:`ExecResult` (exit code -9 when it was killed at its timeout)."""
+    return ExecResult(
         res.returncode if not res.timed_out else -9,
         res.stdout.bytes(),
         res.stderr.bytes(),
         res.timed_out,
         time.monotonic() - t0,
     )
-    return VerifierRun(result, "shared" if mode == "shared" else "separate", notes)
 
 
 def _separate(box, env: dict, timeout: float, opts: VerifierOptions, stage) -> tuple[Finished, list[str]]:
@@ -293,14 +297,7 @@ def _run_prepared(box, prepared: Prepared, tests: Path, opts: VerifierOptions, t
         pump(proc, None, res, time.monotonic() + timeout, box.EXIT_GRACE, None)
     finally:
         _end_prepared(prepared)
-    result = ExecResult(
-        res.returncode if not res.timed_out else -9,
-        res.stdout.bytes(),
-        res.stderr.bytes(),
-        res.timed_out,
-        time.monotonic() - t0,
-    )
-    return VerifierRun(result, "separate", [], prepared=True)
+    return VerifierRun(_exec_result(res, t0), "separate", [], prepared=True)
 
 
 def discard(box) -> None:

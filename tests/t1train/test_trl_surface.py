@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from trl import GRPOTrainer
 
 from t1train import trl_surface
-from t1train.trainer import T1Config, T1Trainer
+from t1train.trainer import T1Trainer
 from t1train.trl_surface import SURFACE, check, missing_instance_attributes
 
 from .conftest import ScriptedEnv, tiny_config
@@ -200,23 +200,15 @@ def test_the_critic_steps_once_per_optimizer_step(tiny, tmp_path, scripted_env):
 def test_checkpoints_over_the_limit_are_rotated_in_the_run_folder(tiny, tmp_path, scripted_env):
     """Checkpoints are staged in a temp folder, so t1 rotates the run folder itself (``rotate_checkpoints``)."""
     model, tokenizer = tiny
-    args = T1Config(
-        output_dir=str(tmp_path / "out"),
+    args = tiny_config(
+        tmp_path / "out",
         algorithm="grpo",
-        tasks=["scripted"],
-        train_seeds=[0, 1],
-        max_turns=2,
-        max_new_tokens=8,
-        num_generations=2,
-        per_device_train_batch_size=4,
         max_steps=2,
-        system_prompt="Act.",
-        disable_tqdm=True,
         save_strategy="steps",
         save_steps=1,
         save_total_limit=1,
-        report_to="none",
-        seed=0,
+        rollout_concurrency=8,
+        learning_rate=1e-6,
     )
     T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda task: scripted_env(task)).train()
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if "checkpoint" in p.name) == ["checkpoint-2"]
