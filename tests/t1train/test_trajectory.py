@@ -57,7 +57,7 @@ def test_jsonl_round_trip(tmp_path):
     back = load_jsonl(path)
     assert [t.task_id for t in back] == ["a", "b", "c"]
     assert back[0] == trajs[0] and back[1] == trajs[1]
-    assert json.loads(path.read_text().splitlines()[0])["format_version"] == 1
+    assert json.loads(path.read_text().splitlines()[0])["format_version"] == 2
 
 
 def test_unknown_format_version_is_refused():
