@@ -125,6 +125,10 @@ class HarnessContext:
     episode's sandbox."""
     submit: Callable[[], dict]
     """``submit() -> {"reward", "passed", "total", "resolved", "done"}``: end the episode and score it."""
+    task: str = ""
+    """The episode's task id (for the harness's own logs)."""
+    seed: int | None = None
+    """The episode's reset seed."""
 
 
 class NoOpHarness:
@@ -310,7 +314,15 @@ class HarnessRunner:
         shell_url = f"{server.url}/t1/sessions/{session}"
         if self.harness.kind == "class":
             context = HarnessContext(
-                base_url, session, run.instruction, shell_url, self.harness.model_name, run.shell.exec, run.shell.submit
+                base_url,
+                session,
+                run.instruction,
+                shell_url,
+                self.harness.model_name,
+                run.shell.exec,
+                run.shell.submit,
+                run.task_id,
+                run.spec.seed,
             )
             try:
                 load_harness_class(self.harness.harness)().run(context)
