@@ -9,6 +9,8 @@ Subcommands:
 * ``t1train eval --config FILE.yaml [--model PATH]`` — mean passing checks and resolved rate on the eval episodes.
 * ``t1train rollout --config FILE.yaml [--resume | --overwrite]`` — run episodes with an engine, write TITO
   trajectories (JSONL, one line per finished episode), print reward, turns and drift (see ``docs/training.md``).
+* ``t1train serve [--model tiny] [--port 8000]`` — an OpenAI-compatible endpoint in front of the policy that records
+  each session's exact tokens (``t1train/serve.py``; docs/training.md, "Train your own agent").
 
 This module parses arguments and prints; the training run itself (config, SFT, evaluation, RL) is
 :mod:`t1train.pipeline`, which benches and tests call directly.
@@ -23,8 +25,8 @@ from pathlib import Path
 
 from t1env.argtypes import at_least_one
 from t1env.executor import make_executor
-from t1train.config import load_rollout_config
-from t1train.engines.base import EngineError
+from t1train.config import EngineConfig, load_rollout_config
+from t1train.engines.base import EngineError, SamplingParams
 from t1train.pipeline import (
     build_engine,
     eval_specs,
@@ -203,6 +205,31 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from t1train.serve import PolicyServer  # heavy: fastapi, uvicorn (only for this subcommand)
+
+    chat_template = Path(args.chat_template).read_text() if args.chat_template else None
+    engine, tokenizer = build_engine(
+        EngineConfig(kind=args.engine, model=args.model, device=args.device, url=args.engine_url)
+    )
+    server = PolicyServer(
+        engine,
+        tokenizer,
+        model_name=args.served_model_name or args.model,
+        sampling=SamplingParams(max_new_tokens=args.max_new_tokens),
+        chat_template=chat_template,
+        max_context_tokens=args.max_context_tokens,
+    )
+    print(
+        f"t1train serve: {args.model} at http://{args.host}:{args.port}/v1; a session's base_url is "
+        f"http://{args.host}:{args.port}/t1/s/SESSION/v1 (or send the X-T1-Session header, or "
+        f"the user field); its recorded tokens: GET /t1/sessions/SESSION",
+        flush=True,
+    )
+    server.serve_forever(args.host, args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="t1train", description="Train and roll out terminal agents.")
     parser.add_argument("--config", help="training YAML file: same as `t1train train --config FILE`")
@@ -245,6 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     again.add_argument("--overwrite", action="store_true", help="start over: empty the output file first")
     rollout.set_defaults(func=cmd_rollout)
+    serve = sub.add_parser("serve", help="OpenAI-compatible endpoint that records each session's exact tokens")
+    serve.add_argument("--model", default="tiny", help="tiny (the built-in tiny MoE) or a local model folder")
+    serve.add_argument("--engine", choices=["hf", "sglang"], default="hf", help="hf: in this process; sglang: a server")
+    serve.add_argument("--engine-url", default="http://127.0.0.1:30000", help="sglang: the SGLang server's URL")
+    serve.add_argument("--device", default="cpu", help="hf: cpu, cuda, cuda:1...")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument("--served-model-name", help="the model id /v1/models lists (default: --model)")
+    serve.add_argument(
+        "--max-new-tokens", type=at_least_one, default=256, help="max_tokens of a request that gives none"
+    )
+    serve.add_argument("--max-context-tokens", type=at_least_one, help="refuse prompts longer than this")
+    serve.add_argument("--chat-template", help="a Jinja chat template file that overrides the tokenizer's")
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 
