@@ -10,9 +10,29 @@ Story of one episode
    action: the next message restates the action format, and the env is not stepped.
 4. The next prompt is the previous prompt ids + the sampled ids + the bridge ids of the new message (TITO).
 5. The episode ends on submit (the env runs the verifier; reward = passing checks), when the env truncates
-   (its turn or time limit), at ``max_turns``, or before the context would overflow (``max_context_tokens``). On
-   the last two the loop submits on the agent's behalf when ``submit_on_limit`` is set, so the verifier's partial
-   credit is still collected.
+   (its turn or time limit), at ``max_turns``, or before the context would overflow (``max_context_tokens``,
+   under ``context_policy: end``). On the last two the loop submits on the agent's behalf when ``submit_on_limit``
+   is set, so the verifier's partial credit is still collected.
+
+Long episodes: segments
+-----------------------
+An episode longer than the context goes on under ``context_policy`` (``docs/training.md``, "Long episodes"):
+
+* ``drop_observations``: when the next turn would not fit, a new **segment** starts. Its prompt is the protocol's
+  first messages (system + instruction, with a note that earlier turns were removed) plus the last
+  ``keep_last_turns`` turns (assistant message and the message that followed), rendered with the chat template
+  into fresh prompt ids. Those ids are the segment's prompt (loss mask 0) and the engine continues from exactly
+  them; nothing that is trained on is ever re-tokenized.
+* ``summary``: the loop keeps room for one more exchange; when a normal turn would eat into it, the message after
+  the turn also asks for a summary (``summary_prompt``; if the observation itself no longer fits, it is replaced by
+  a placeholder there, and shown in full in the next segment). The policy's answer is a sampled turn like any
+  other (trained on; action ``{"kind": "none", "summary": true}``, the env is not stepped), and the next segment
+  starts from system + instruction + that summary + the last ``keep_last_turns`` turns.
+
+If even the fresh segment would not fit, or ``max_segments`` is reached, the episode ends as under ``end``
+(``context_limit``). The engine only ever gets the current segment's ids; the loop keeps the last
+``keep_last_turns`` turns' messages and the current segment's, so its memory does not grow with turns played
+beyond the trajectory's own token record (and ``Trajectory.messages``, the conversation as text).
 
 Concurrency
 -----------
@@ -49,10 +69,19 @@ from t1env.agent.protocol import (
     format_observation,  # noqa: F401 - re-exported for callers of t1train.rollout.format_observation
 )
 from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Engine, Generation, SamplingParams, episode_seed
-from t1train.tito import Tito, loss_region_drift, retokenize_drift, retokenize_drift_per_turn
-from t1train.trajectory import Trajectory, Turn
+from t1train.tito import Tito, loss_region_drift, retokenize_drift_per_turn
+from t1train.trajectory import Segment, SegmentView, Trajectory, Turn
 
 DEFAULT_SYSTEM_PROMPT = TEXT_SYSTEM_PROMPT  # the text protocol's: one home, t1env/agent/protocol.py
+CONTEXT_POLICIES = ("end", "drop_observations", "summary")
+DEFAULT_SUMMARY_PROMPT = (
+    "The conversation is about to be cut to fit the context window. Before you go on, write a short summary of "
+    "your progress for yourself: what you found, what you changed, what works, what is left to do, and any file "
+    "names, values or errors you will need. Do not run a command in this message."
+)
+DROPPED_NOTE = "[{n} earlier turns of this conversation were removed to fit the context window.]"
+SUMMARY_NOTE = "[{n} earlier turns were replaced by your own summary of them:]\n{summary}"
+OMITTED_OBSERVATION = "[output not shown: the context is full; it is shown again after your summary]"
 
 
 @dataclass
@@ -90,10 +119,31 @@ class RolloutConfig:
     protocol: str = "text"
     """The agent protocol style (``docs/protocol.md``). The rollout speaks ``text``: the model writes its action in
     its reply (``tools``, native tool calling, is for ``t1env eval --agent openai`` and ``TerminalToolEnv``)."""
+    context_policy: str = "end"
+    """When the next turn would not fit ``max_context_tokens``: ``end`` the episode (submit for the agent),
+    ``drop_observations`` (a new segment with the instruction and the last ``keep_last_turns`` turns) or
+    ``summary`` (the policy summarizes, a new segment starts from the summary and the last turns). See the module
+    docstring and ``docs/training.md``."""
+    keep_last_turns: int = 4
+    """Turns (assistant message + the message after it) a new segment keeps verbatim; fewer if they do not fit."""
+    summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    """The request for a summary (``context_policy: summary``), sent after the turn that filled the context."""
+    max_segments: int = 64
+    """Most segments per episode; past it the episode ends at the context limit as under ``end``."""
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_turns < 1:
             raise ValueError("concurrency and max_turns must be >= 1")
+        if self.context_policy not in CONTEXT_POLICIES:
+            raise ValueError(
+                f"context_policy must be one of {', '.join(CONTEXT_POLICIES)}, got {self.context_policy!r}"
+            )
+        if self.keep_last_turns < 0 or self.max_segments < 1:
+            raise ValueError(
+                f"keep_last_turns must be >= 0 and max_segments >= 1, got {self.keep_last_turns} and {self.max_segments}"
+            )
+        if self.context_policy == "summary" and not self.summary_prompt.strip():
+            raise ValueError("summary_prompt is empty: context_policy 'summary' needs a request for the summary")
         if self.executor not in ("inprocess", "ray"):
             raise ValueError(f"executor must be 'inprocess' or 'ray', got {self.executor!r}")
         check_truncated_turns(self.truncated_turns)
@@ -171,7 +221,17 @@ class _Episode:
     env: Any = None
     traj: Trajectory | None = None
     ids: list[int] = field(default_factory=list)
-    history: list[dict] = field(default_factory=list)
+    """The current segment's ids: the next prompt the engine continues from."""
+    first_messages: list[dict] = field(default_factory=list)
+    """System + instruction: every segment starts from them."""
+    context: list[dict] = field(default_factory=list)
+    """The current segment's conversation as the model saw it (renders the TITO bridges)."""
+    recent: collections.deque = field(default_factory=collections.deque)
+    """The last ``keep_last_turns`` turns as ``(assistant message, message after it)``: a new segment's tail."""
+    summarizing: bool = False
+    """The next generation is the summary turn (``context_policy: summary``)."""
+    summary_reserve: int | None = None
+    """Tokens the summary exchange needs: the request's bridge + ``max_new_tokens`` (measured once)."""
     pending_turn: Turn | None = None
     pending_generation: Generation | None = None
     submitted_for_agent: bool = False
@@ -211,7 +271,9 @@ class RolloutRunner:
         ep.env = self.make_env(ep.spec.task)
         obs, info = ep.env.reset(seed=ep.spec.seed)
         messages = self.protocol.first_messages(obs)
-        ep.history = messages
+        ep.first_messages = messages
+        ep.context = list(messages)
+        ep.recent = collections.deque(maxlen=self.config.keep_last_turns)
         ep.ids = self.tito.prompt_ids(messages)
         ep.traj = Trajectory(
             task_id=info.get("task_id", ep.spec.task),
@@ -233,9 +295,17 @@ class RolloutRunner:
 
     # ---------------------------------------------------------------- main loop
     def run(
-        self, episodes: list[EpisodeSpec], on_episode: Callable[[int, Trajectory], None] | None = None
+        self,
+        episodes: list[EpisodeSpec],
+        on_episode: Callable[[int, Trajectory], None] | None = None,
+        more: Callable[[], list[EpisodeSpec]] | None = None,
     ) -> list[Trajectory]:
         """Run all episodes; return their trajectories in the order given.
+
+        ``more()`` (the asynchronous trainer's producer, ``t1train/async_rl.py``) is asked for further episodes
+        whenever fewer than ``concurrency`` are in flight and none wait to start; it answers a list (empty: none
+        now). Its episodes are numbered after ``episodes``, and the run ends once nothing is in flight and
+        ``more()`` has none.
 
         ``on_episode(index, trajectory)`` is called (in the caller's thread) as soon as each episode has finished,
         before its sandbox is closed: write it to disk there, and a run that dies later keeps it. However the run
@@ -244,6 +314,7 @@ class RolloutRunner:
         """
         cfg = self.config
         queue = collections.deque(enumerate(episodes))
+        total = len(episodes)
         results: dict[int, Trajectory] = {}
         slot: dict[int, int] = {}  # id(episode) -> index in `episodes`
         ready: list[_Episode] = []  # episodes waiting for the model
@@ -263,7 +334,13 @@ class RolloutRunner:
                 on_episode(slot[id(ep)], ep.traj)
 
         try:
-            while queue or futures or ready:
+            while True:
+                if more is not None and not queue and active < cfg.concurrency:
+                    for spec in more():
+                        queue.append((total, spec))
+                        total += 1
+                if not (queue or futures or ready):
+                    break
                 # -- start episodes up to the concurrency limit (sandbox start + reset run in the pool)
                 while queue and active < cfg.concurrency:
                     i, spec = queue.popleft()
@@ -331,7 +408,7 @@ class RolloutRunner:
                     self._close(ep)  # a no-op for the envs already closed
                 except Exception:  # noqa: BLE001 - best effort while unwinding
                     pass
-        return [results[i] for i in range(len(episodes))]
+        return [results[i] for i in range(total)]
 
     # ---------------------------------------------------------------- bookkeeping (main thread)
     @staticmethod
@@ -357,10 +434,21 @@ class RolloutRunner:
         traj.turns.append(turn)
         ep.ids = ep.ids + turn.sampled_ids
         text = self.tito.assistant_text(gen)
-        traj.messages.append({"role": "assistant", "content": text})
+        message = {"role": "assistant", "content": text}
+        traj.messages.append(message)
+        ep.context.append(message)
         if gen.finish_reason == FINISH_ABORT:
             traj.termination = "aborted"
             return True
+        if ep.summarizing:  # the summary turn: trained on, never stepped; the next segment starts from it
+            ep.summarizing = False
+            turn.action = {"kind": "none", "summary": True}
+            ep.pending_turn, ep.pending_generation = turn, gen
+            if self._at_limit(ep):
+                return self._end_early(ep, "max_turns", futures, pool)
+            if not self._new_segment(ep, "summary", ready, summary=text):
+                return self._end_early(ep, "context_limit", futures, pool)
+            return False
 
         action = self.protocol.parse(text, cut=gen.finish_reason == FINISH_LENGTH)
         turn.action = action.to_dict()
@@ -404,6 +492,24 @@ class RolloutRunner:
     def _fits(self, ep: _Episode) -> bool:
         return self.protocol.fits(len(ep.ids))
 
+    def _reserve(self, ep: _Episode) -> int:
+        """Room kept free beyond the next turn: the summary exchange under ``context_policy: summary``."""
+        if self.config.context_policy != "summary":
+            return 0
+        if ep.summary_reserve is None:  # the request's bridge after a placeholder observation, measured once
+            probe = [{"role": "system", "content": "x"}, {"role": "user", "content": "x"}]
+            gen = Generation([], [], "stop")
+            ids = self.tito.bridge(probe, gen, self._summary_request(OMITTED_OBSERVATION), turn_index=-1).ids
+            ep.summary_reserve = len(ids) + 1 + (self.sampling.max_new_tokens or 0)  # +1: a stop token not dropped
+        return ep.summary_reserve
+
+    def _summary_request(self, observation: str) -> list[dict]:
+        """The message(s) after the turn that filled the context: the observation and the request for a summary
+        (one message when observations are user messages, so roles keep alternating)."""
+        if self.config.observation_role == "user":
+            return [{"role": "user", "content": f"{observation}\n\n{self.config.summary_prompt}"}]
+        return [{"role": "tool", "content": observation}, {"role": "user", "content": self.config.summary_prompt}]
+
     def _end_early(self, ep: _Episode, reason: str, futures, pool) -> bool:
         """End at a loop limit; submit for the agent if configured. Returns True when nothing is left to wait for."""
         ep.traj.termination = reason
@@ -414,22 +520,77 @@ class RolloutRunner:
         return True
 
     def _continue(self, ep: _Episode, message: dict, ready: list) -> bool:
-        """Append the observation message via the TITO bridge and queue the episode for generation.
-        Returns False when the next turn would not fit in the context."""
+        """Append the observation message via the TITO bridge and queue the episode for generation; when the next
+        turn would not fit, apply ``context_policy``. Returns False when the episode must end at the context
+        limit."""
         turn, gen, traj = ep.pending_turn, ep.pending_generation, ep.traj
-        history = traj.messages[:-1]  # the conversation as the model saw it before this turn
-        bridge = self.tito.bridge(history, gen, [message], turn_index=len(traj.turns) - 1)
-        turn.bridge_ids = bridge.ids
+        policy = self.config.context_policy
+        history = ep.context[:-1]  # the segment's conversation as the model saw it before this turn
+        turn_index = len(traj.turns) - 1
         turn.observation = message["content"]
+        ep.recent.append((ep.context[-1], message))
+        bridge = self.tito.bridge(history, gen, [message], turn_index=turn_index)
+        fits = self.protocol.fits(len(ep.ids) + len(bridge.ids) + self._reserve(ep))
+        if fits or policy == "end" or len(traj.segments) >= self.config.max_segments:
+            self._extend(ep, bridge, [message])
+            if not (fits or self._fits(ep)):  # at max_segments the summary's reserve is not kept
+                return False
+            ready.append(ep)
+            return True
+        if policy == "drop_observations":
+            traj.messages.append(message)  # the segment ends at this turn: its bridge was never sampled from
+            return self._new_segment(ep, "drop_observations", ready)
+        # summary: ask in this segment; the observation goes in only if the summary still fits after it
+        request = self._summary_request(message["content"])
+        bridge = self.tito.bridge(history, gen, request, turn_index=turn_index)
+        if not self.protocol.fits(len(ep.ids) + len(bridge.ids)):
+            request = self._summary_request(OMITTED_OBSERVATION)
+            bridge = self.tito.bridge(history, gen, request, turn_index=turn_index)
+            if not self.protocol.fits(len(ep.ids) + len(bridge.ids)):
+                traj.messages.append(message)
+                return self._new_segment(ep, "drop_observations", ready)  # no room to ask: drop instead
+        self._extend(ep, bridge, request)
+        ep.summarizing = True
+        ready.append(ep)
+        return True
+
+    def _extend(self, ep: _Episode, bridge, messages: list[dict]) -> None:
+        """Append ``messages`` to the segment through ``bridge`` (the pending turn's bridge ids)."""
+        traj = ep.traj
+        ep.pending_turn.bridge_ids = bridge.ids
         if bridge.drift is not None:
             traj.drift_events.append(bridge.drift.to_dict())
-        traj.messages.append(message)
+        traj.messages.extend(messages)
+        ep.context.extend(messages)
         ep.ids = ep.ids + bridge.ids
         # the prefix property, in token space: the next prompt extends the sequence the trainer will see
-        if ep.ids != traj.token_ids():
-            raise AssertionError("TITO bookkeeping: the next prompt is not the trajectory's token sequence")
-        if not self._fits(ep):
+        if ep.ids != _current_segment(traj).token_ids():
+            raise AssertionError("TITO bookkeeping: the next prompt is not the segment's token sequence")
+
+    def _new_segment(self, ep: _Episode, reason: str, ready: list, summary: str | None = None) -> bool:
+        """Start a segment from the first messages (+ the summary) and as many of the last turns as fit; queue the
+        episode. Returns False when not even the first messages fit, or at ``max_segments``."""
+        traj = ep.traj
+        if len(traj.segments) >= self.config.max_segments:
             return False
+        recent = list(ep.recent)
+        for keep in range(len(recent), -1, -1):
+            first = [dict(m) for m in ep.first_messages]
+            omitted = len(traj.turns) - keep
+            note = (
+                SUMMARY_NOTE.format(n=omitted, summary=summary)
+                if summary is not None
+                else DROPPED_NOTE.format(n=omitted)
+            )
+            first[-1]["content"] = f"{first[-1]['content']}\n\n{note}"
+            context = first + [m for pair in recent[len(recent) - keep :] for m in pair]
+            ids = self.tito.prompt_ids(context)
+            if self.protocol.fits(len(ids) + self._reserve(ep)):
+                break
+        else:
+            return False
+        traj.segments.append(Segment(list(ids), len(traj.turns), reason))
+        ep.context, ep.ids = context, ids
         ready.append(ep)
         return True
 
@@ -442,27 +603,29 @@ class RolloutRunner:
 def rollout_metrics(trajectories: list[Trajectory], tokenizer, chat_template: str | None = None) -> dict:
     """Per-batch numbers: reward, turns, tokens, and token drift in the loss region.
 
-    ``tito_drift_tokens`` is the loss-region drift of the TITO sequences (must be 0);
+    ``tito_drift_tokens`` is the loss-region drift of the TITO sequences, every segment (must be 0);
     ``retokenize_drift_tokens`` is what a decode-and-re-tokenize pipeline would have had on the same rollouts,
-    and ``retokenize_drift_turns`` how many assistant turns it would have gotten wrong.
+    and ``retokenize_drift_turns`` how many assistant turns it would have gotten wrong (on the first segment of an
+    episode of several, see ``t1train.tito.retokenize_drift_per_turn``). ``segments_mean``: segments per episode.
     """
     n = max(1, len(trajectories))
     ok = [t for t in trajectories if t.termination != "error"]
-    tito = sum(loss_region_drift(t) for t in ok)
+    tito = sum(loss_region_drift(t) for t in ok)  # summed over each episode's segments
     baseline = baseline_turns = loss_tokens = turns = 0
     for t in ok:
-        d, total = retokenize_drift(t, tokenizer, chat_template)
-        baseline += d
-        loss_tokens += total
+        per_turn = retokenize_drift_per_turn(t, tokenizer, chat_template)
+        baseline += sum(per_turn)
+        baseline_turns += sum(1 for d in per_turn if d > 0)
+        loss_tokens += sum(len(turn.sampled_ids) for turn in t.turns)
         turns += t.num_turns
-        baseline_turns += _turns_with_retokenize_drift(t, tokenizer, chat_template)
     terminations = collections.Counter(t.termination for t in trajectories)
     return {
         "episodes": len(trajectories),
         "reward_mean": sum(t.reward for t in trajectories) / n,
         "resolved_rate": sum(bool(t.checks.get("resolved")) for t in trajectories) / n,
         "turns_mean": sum(t.num_turns for t in trajectories) / n,
-        "tokens_total": sum(len(t.token_ids()) for t in ok),
+        "tokens_total": sum(len(v.token_ids()) for t in ok for v in t.segment_views()),
+        "segments_mean": sum(t.num_segments for t in trajectories) / n,
         "loss_tokens": loss_tokens,
         "tito_drift_tokens": tito,
         "retokenize_drift_tokens": baseline,
@@ -473,17 +636,20 @@ def rollout_metrics(trajectories: list[Trajectory], tokenizer, chat_template: st
     }
 
 
-def _turns_with_retokenize_drift(traj: Trajectory, tokenizer, chat_template) -> int:
-    return sum(1 for d in retokenize_drift_per_turn(traj, tokenizer, chat_template) if d > 0)
-
-
 def _sampling_index(ep: _Episode, slot: dict[int, int]) -> int:
     index = ep.spec.sampling_index
     return slot[id(ep)] if index is None else index
 
 
+def _current_segment(traj: Trajectory) -> SegmentView:
+    """The last segment's view (what the engine continues from), without slicing the earlier ones."""
+    seg = traj.segments[-1]
+    return SegmentView(len(traj.segments) - 1, seg.prompt_ids, traj.turns[seg.first_turn :], seg.reason, seg.first_turn)
+
+
 def _routing_start(ep: _Episode) -> int:
-    """The first position of ``ep.ids`` whose routing no earlier turn recorded (R3, ``Trajectory``)."""
-    turns = ep.traj.turns
+    """The first position of ``ep.ids`` whose routing no earlier turn of its segment recorded (R3,
+    ``Trajectory``): positions are the segment's own."""
+    turns = _current_segment(ep.traj).turns
     covered = turns[-1].prompt_len + len(turns[-1].sampled_ids) - 1 if turns else 0
     return min(covered, len(ep.ids) - 1)

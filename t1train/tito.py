@@ -54,8 +54,8 @@ event says that the context differs from what the template would render from scr
 Metrics
 -------
 :func:`loss_region_drift` counts loss-region tokens of a trajectory that differ from the ids the engine returned
-(0 with TITO; it guards the bookkeeping). :func:`retokenize_drift` measures, on the same rollouts, how many
-loss-region tokens a decode-and-re-tokenize pipeline would have gotten wrong.
+(0 with TITO, in every segment; it guards the bookkeeping). :func:`retokenize_drift` measures, on the same
+rollouts, how many loss-region tokens a decode-and-re-tokenize pipeline would have gotten wrong.
 """
 
 from __future__ import annotations
@@ -255,15 +255,21 @@ _NON_PREFIX_ADVICE = (
 
 # ---------------------------------------------------------------------------------------------------- metrics
 def loss_region_drift(trajectory) -> int:
-    """Loss-region tokens of ``trajectory``'s training sequence that differ from the engine's sampled ids.
+    """Loss-region tokens of ``trajectory``'s training sequences that differ from the engine's sampled ids.
 
-    The training sequence is rebuilt from the trajectory (prompt, then per turn sampled + bridge ids); each turn's
-    sampled ids must sit exactly at the position the engine continued from (``turn.prompt_len``). 0 with TITO.
+    Each segment's training sequence is rebuilt from the trajectory (the segment's prompt, then per turn sampled +
+    bridge ids); each turn's sampled ids must sit exactly at the position the engine continued from
+    (``turn.prompt_len``, relative to the turn's segment). Summed over the segments; 0 with TITO.
     """
-    ids = trajectory.token_ids()
-    mask = trajectory.loss_mask()
+    return sum(segment_drift(view) for view in trajectory.segment_views())
+
+
+def segment_drift(view) -> int:
+    """:func:`loss_region_drift` of one segment (a ``t1train.trajectory.SegmentView``)."""
+    ids = view.token_ids()
+    mask = view.loss_mask()
     drift = 0
-    for turn in trajectory.turns:
+    for turn in view.turns:
         start, n = turn.prompt_len, len(turn.sampled_ids)
         window = ids[start : start + n]
         drift += sum(a != b for a, b in zip(window, turn.sampled_ids)) + abs(len(window) - n)
@@ -278,8 +284,13 @@ def retokenize_drift_per_turn(trajectory, tokenizer, chat_template: str | None =
     tokenizes it once, and marks each assistant message's tokens (its content and the end-of-turn token the
     template writes after it) as the loss region, as SFT-style pipelines do. Per turn, drift is the number of
     positions where that region differs from the sampled ids, plus the length difference.
+
+    An episode of several segments is measured on its first segment's turns only (their messages are the start of
+    ``trajectory.messages``): the baseline renders every prefix of the conversation, which over a whole 300-turn
+    episode would cost time quadratic in its turns.
     """
-    messages = list(trajectory.messages)
+    turns = _baseline_turns(trajectory)
+    messages = _messages_through(trajectory.messages, len(turns))
     text = tokenizer.apply_chat_template(
         messages, chat_template=chat_template, tokenize=False, add_generation_prompt=False
     )
@@ -288,7 +299,7 @@ def retokenize_drift_per_turn(trajectory, tokenizer, chat_template: str | None =
     special = set(tokenizer.all_special_ids)
     assistant_turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     drift = []
-    for turn, msg_index in zip(trajectory.turns, assistant_turns):
+    for turn, msg_index in zip(turns, assistant_turns):
         prefix = tokenizer.apply_chat_template(
             messages[:msg_index], chat_template=chat_template, tokenize=False, add_generation_prompt=True
         )
@@ -309,4 +320,21 @@ def retokenize_drift(trajectory, tokenizer, chat_template: str | None = None) ->
     """``(drifted_tokens, loss_tokens)`` of the decode-and-re-tokenize baseline on one trajectory
     (see :func:`retokenize_drift_per_turn`)."""
     per_turn = retokenize_drift_per_turn(trajectory, tokenizer, chat_template)
-    return sum(per_turn), sum(len(t.sampled_ids) for t in trajectory.turns)
+    return sum(per_turn), sum(len(t.sampled_ids) for t in _baseline_turns(trajectory))
+
+
+def _baseline_turns(trajectory) -> list:
+    """The turns the re-tokenize baseline measures: all of a one-segment episode's, else the first segment's."""
+    segments = getattr(trajectory, "segments", None) or []
+    return trajectory.turns[: segments[1].first_turn] if len(segments) > 1 else trajectory.turns
+
+
+def _messages_through(messages: list[dict], n_turns: int) -> list[dict]:
+    """``messages`` up to and including what followed the ``n_turns``-th assistant message."""
+    seen = 0
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant":
+            if seen == n_turns:
+                return list(messages[:i])
+            seen += 1
+    return list(messages)
