@@ -294,6 +294,9 @@ def _read_yaml(path: str | Path) -> dict:
     return data
 
 
+YAML_SPELLING = {"async": "async_rl"}  # a YAML key that is a Python keyword -> its T1Config field
+
+
 @cache
 def _t1config_types() -> dict[str, Any]:
     from t1train.trainer_config import T1Config  # heavy: torch and TRL (T1Config extends GRPOConfig)
@@ -307,6 +310,7 @@ def _check_train(train: dict) -> tuple[dict, list[str]]:
     types = _t1config_types()
     converted, problems = {}, []
     for key, value in train.items():
+        key = YAML_SPELLING.get(key, key)
         if key not in types:
             problems.append(f"{quote_key(key)}: {_unknown(str(key), list(types))}")
             continue

@@ -15,11 +15,13 @@ Three ways to train on such tokens, selected by ``off_policy_loss`` in :class:`t
     advantages (``ppo.off_policy_weights``, ``off_policy_correction``). Unchanged by this module.
 ``adaptive_trust_region``
     The staleness-adaptive trust region ("Stale but Stable", arXiv 2607.18722, as summarized in t1's design
-    notes): q is the 0.9-quantile of |d| over the batch's action tokens. A token with |d| <= q (or every token
-    when q = 0) keeps PPO's interval [1 - eps_low, 1 + eps_high] for pi / pi_old; a token above it has the
-    *outward* side of its interval shrunk by a kernel scale s in (0, 1]: the upper end when d > 0 (the policy
-    already moved up on this token since it was sampled), the lower end when d < 0. The inward side never
-    changes. The truncated importance weights stay in the advantages, as for ``ppo``.
+    notes): PPO's clipped loss on the ratio to the *sampler*, r = pi / mu = exp(d), so the trust region is
+    centred on the policy that sampled each token. q is the 0.9-quantile of |d| over the batch's action tokens.
+    A token with |d| <= q (or every token when q = 0) keeps PPO's interval [1 - eps_low, 1 + eps_high]; a token
+    above it has the *outward* side of its interval shrunk by a kernel scale s in (0, 1]: the upper end when
+    d > 0 (the policy already moved up on this token since it was sampled), the lower end when d < 0. The inward
+    side never changes. The ratio is the importance weight, so the advantages must not carry one
+    (``off_policy_correction: none``); ``c = 1`` is PPO's clipped loss against the sampler exactly.
 ``dppo``
     DPPO's divergence mask ("Rethinking the Trust Region in LLM RL", arXiv 2602.04879): no ratio clipping; a
     token is dropped when a divergence D between pi and mu on the sampled token exceeds delta *and* the update
@@ -157,7 +159,6 @@ def clipped_surrogate(
 
 def adaptive_trust_region_loss(
     logps: torch.Tensor,
-    old_logps: torch.Tensor,
     sampler_logps: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
@@ -168,19 +169,18 @@ def adaptive_trust_region_loss(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token loss ``[B, T]`` of the staleness-adaptive trust region (module docstring) and its statistics.
 
-    ``logps``: the current policy's log-probs (with gradient); ``old_logps``: the policy's before this batch's
-    updates (the ratio's denominator, as in PPO); ``sampler_logps``: mu. d is measured on ``logps`` (detached).
-    ``c = 1`` gives PPO's loss exactly.
+    ``logps``: the current policy's log-probs (with gradient); ``sampler_logps``: mu, the log-probs the tokens
+    were sampled with. The ratio is ``pi / mu``; d is measured on ``logps`` (detached). ``c = 1`` gives PPO's
+    clipped loss with mu as the old policy, exactly.
 
     Example:
-        >>> lp = torch.log(torch.tensor([[0.6, 0.6]])); mu = torch.log(torch.tensor([[0.3, 0.6]]))
-        >>> old = torch.log(torch.tensor([[0.4, 0.4]]))  # ratio 1.5 on both; token 0 gated (d = log 2 > q = 0.62)
-        >>> loss, stats = adaptive_trust_region_loss(lp, old, mu, torch.ones(1, 2), torch.ones(1, 2), c=0.5)
-        >>> [round(x, 4) for x in loss[0].tolist()], round(stats["gate_rate"].item(), 2)
-        ([-1.1988, -1.2], 0.5)
+        >>> lp = torch.log(torch.tensor([[0.6, 0.6, 0.6]])); mu = torch.log(torch.tensor([[0.3, 0.5, 0.55]]))
+        >>> loss, stats = adaptive_trust_region_loss(lp, mu, torch.ones(1, 3), torch.ones(1, 3), c=0.5)
+        >>> [round(x, 4) for x in loss[0].tolist()], round(stats["gate_rate"].item(), 2)  # token 0: d = log 2 > q
+        ([-1.1971, -1.2, -1.0909], 0.33)
     """
     lower, upper, stats = adaptive_clip_bounds(logps, sampler_logps, mask, epsilon_low, epsilon_high, c, level)
-    ratio = torch.exp(logps - old_logps)
+    ratio = torch.exp((logps - torch.nan_to_num(sampler_logps.detach(), nan=0.0)).clamp(max=20.0))
     return clipped_surrogate(ratio, advantages, lower, upper), stats
 
 

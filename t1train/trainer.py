@@ -64,6 +64,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -78,7 +79,8 @@ from trl.trainer.utils import pad
 
 from t1env.executor import make_executor
 from t1env.registry import get_task, training_tasks
-from t1train import ppo
+from t1train import offpolicy, ppo
+from t1train.async_rl import AsyncRollouts
 from t1train.engines.base import SamplingParams, episode_seed
 from t1train.engines.hf import HFEngine
 from t1train.models import load_model_and_tokenizer, unpatch_forward
@@ -202,6 +204,13 @@ class T1Trainer(GRPOTrainer):
         if own_reference:
             self._make_reference()
         self.tokenizer = processing_class
+        self.async_config = args.async_config()
+        if self.async_config is not None and self.accelerator.num_processes > 1:
+            raise ValueError(
+                "async training runs in one process for now (each process would need its own producer and share "
+                "of the groups); drop `async:` or run without torchrun / accelerate launch"
+            )
+        self.async_rollouts: AsyncRollouts | None = None  # started at the first training step
         self.engine = engine if engine is not None else self._default_engine()
         env_kwargs = dict(args.env_kwargs)
         if make_env is None and args.rollout_executor != "inprocess":
@@ -284,7 +293,15 @@ class T1Trainer(GRPOTrainer):
             # SGLang reports routing per decoder layer: the client needs the policy's top-k and MoE layers for R3
             config = self.accelerator.unwrap_model(self.model).config
             return SGLangEngine(self.args.engine_url, **engine_routing_shape(config))
-        return HFEngine(self.accelerator.unwrap_model(self.model), self.processing_class, seed=self.args.seed)
+        policy = self.accelerator.unwrap_model(self.model)
+        if self.async_config is not None:
+            # async: the producer samples while the trainer runs forwards, backwards and optimizer steps, so the
+            # engine needs parameters of its own (synced between generate calls; sync_engine_weights)
+            import copy
+
+            policy = copy.deepcopy(policy).eval().requires_grad_(False)
+            unpatch_forward(policy)  # the copied TRL patch would run the policy's weights
+        return HFEngine(policy, self.processing_class, seed=self.args.seed)
 
     def sync_engine_weights(self) -> None:
         """Give the engine the current policy weights (a no-op when it shares them)."""
@@ -294,6 +311,8 @@ class T1Trainer(GRPOTrainer):
         policy = self.accelerator.unwrap_model(self.model)
         if getattr(self.engine, "model", None) is policy:
             self.engine.weight_version = version  # shared parameters: already up to date
+        elif self.async_config is not None and isinstance(self.engine, HFEngine):
+            self.engine.load_state_dict(policy.state_dict(), weight_version=version)  # a copy here (async)
         else:  # a separate engine (SGLang, or another process): save the weights and have it load them
             from peft import PeftModel
 
@@ -387,6 +406,8 @@ class T1Trainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
         mode = "train" if self.model.training else "eval"
+        if mode == "train" and self.async_config is not None:
+            return self._take_async_batch()
         if mode == "train":
             self.sync_engine_weights()
         trajectories = self.rollout(
@@ -397,6 +418,60 @@ class T1Trainer(GRPOTrainer):
         batch = self.score_trajectories(trajectories, inputs, mode)
         batch.pop("_metrics")
         return batch
+
+    # ------------------------------------------------------------------------------------------ async
+    def _async_producer(self) -> AsyncRollouts:
+        """The producer of asynchronous training (``t1train/async_rl.py``): the agent loop of this trainer (engine,
+        envs, rollout settings), fed one group of the train set at a time."""
+        sampling = dataclasses.replace(self.sampling, seed=episode_seed(self.args.seed, 0, 3_000_000))
+        runner = RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
+        return AsyncRollouts(
+            play=lambda more, on_episode: runner.run([], on_episode, more),
+            rows=[(row["task"], row["seed"]) for row in self.train_dataset],
+            num_generations=self.num_generations,
+            groups_per_step=self.args.generation_batch_size // self.num_generations,
+            config=self.async_config,
+            seed=self.args.seed,
+        )
+
+    def _take_async_batch(self) -> dict:
+        """One training batch in async mode: the engine gets the current weights (between its generate calls; the
+        episodes in flight go on), then the trainer takes the producer's finished groups, stale ones dropped or
+        down-weighted, and scores them as a synchronous batch."""
+        self.sync_engine_weights()
+        if self.async_rollouts is None:
+            self.async_rollouts = self._async_producer()
+        step = self.state.global_step
+        taken = self.async_rollouts.take(step)
+        for phase, trajectories in (
+            ("train-stale", [t for g in taken.dropped for t in g.trajectories]),
+            ("train", taken.trajectories),
+        ):
+            record = self._episode_recorder(phase) if trajectories else None
+            for i, traj in enumerate(trajectories):
+                traj.metadata["policy_version"] = step
+                if record is not None:
+                    record(i, traj)
+        trajectories = taken.trajectories
+        inputs = [
+            {"prompt": f"{g.spec.task}@{g.spec.seed}", "task": g.spec.task, "seed": g.spec.seed}
+            for g in taken.groups
+            for _ in g.trajectories
+        ]
+        batch = self.score_trajectories(trajectories, inputs, "train")
+        batch.pop("_metrics")
+        if any(w != 1.0 for w in taken.weights):  # stale: downweight
+            weights = torch.tensor(taken.weights, dtype=batch["advantages"].dtype, device=batch["advantages"].device)
+            batch["advantages"] = batch["advantages"] * weights[:, None]
+        for key, value in taken.metrics.items():
+            self._metrics["train"][key].append(value)
+        return batch
+
+    def stop_async(self) -> None:
+        """Stop the async producer (it lets its episodes in flight finish); a later step starts a new one."""
+        producer, self.async_rollouts = self.async_rollouts, None
+        if producer is not None:
+            producer.stop()
 
     # ------------------------------------------------------------------------------------------ scoring
     def _pad_batch(self, trajectories: list[Trajectory]) -> dict:
@@ -624,7 +699,10 @@ class T1Trainer(GRPOTrainer):
         if return_outputs:
             raise ValueError("T1Trainer does not return outputs from compute_loss")
         with self.policy_forward_context(inputs):
-            loss = super().compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
+            if self.args.off_policy_loss == "ppo":
+                loss = super().compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
+            else:
+                loss = self._off_policy_loss(model, inputs)
         if self.value_model is not None and "returns" in inputs:
             mode = "train" if self.model.training else "eval"
             normalizer = self._value_normalizer(inputs, mode)
@@ -633,6 +711,64 @@ class T1Trainer(GRPOTrainer):
             tokens = inputs["tool_mask"].sum().clamp(min=1)  # logged as the mean over this micro-batch's tokens
             self._metrics[mode]["critic/value_loss"].append((vloss * normalizer / tokens).item())
             self._metrics[mode]["critic/value_clip_fraction"].append(vclip.item())
+        return loss
+
+    def _off_policy_loss(self, model, inputs) -> torch.Tensor:
+        """The ``adaptive_trust_region`` or ``dppo`` policy loss (``t1train/offpolicy.py``) in place of TRL's clipped
+        loss: the current log-probs are computed as TRL's ``_compute_loss`` does; both losses take their ratio to
+        the sampler's log-probs (``sampling_per_token_logps``), per token, whichever policy version sampled it. The
+        per-token loss is aggregated as ``loss_type`` says (dapo, bnpo, grpo); TRL's KL term (``beta``) and MoE aux
+        loss are added."""
+        args, mode = self.args, "train" if self.model.training else "eval"
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        mask = (inputs["completion_mask"] * inputs["tool_mask"]).float()
+        logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
+            model,
+            input_ids,
+            attention_mask,
+            inputs["completion_ids"].size(1),
+            compute_entropy=True,
+            compute_aux_loss=self.aux_loss_enabled,
+        )
+        advantages = inputs["advantages"] if inputs["advantages"].dim() == 2 else inputs["advantages"].unsqueeze(1)
+        sampler = inputs["sampling_per_token_logps"]
+        if args.off_policy_loss == "adaptive_trust_region":
+            per_token, stats = offpolicy.adaptive_trust_region_loss(
+                logps,
+                sampler,
+                advantages,
+                mask,
+                self.epsilon_low,
+                self.epsilon_high,
+                args.trust_region_floor,
+                args.trust_region_quantile,
+            )
+        else:
+            per_token, stats = offpolicy.dppo_loss(
+                logps, sampler, advantages, mask, args.dppo_delta, args.dppo_divergence, args.dppo_ratio_cap
+            )
+        if self.beta != 0.0:
+            ref = inputs["ref_per_token_logps"]
+            kl = torch.exp(ref - logps) - (ref - logps) - 1
+            per_token = per_token + self.beta * kl
+            self._metrics[mode]["kl"].append(ppo.masked_mean(kl, mask, self._sum_over_processes).item())
+        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+        if args.loss_type == "dapo":  # TRL's normalizer: the generation batch's tokens per accumulation window
+            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                normalizer = normalizer * accumulation / args.steps_per_generation
+            loss = (per_token * mask).sum() / normalizer
+        elif args.loss_type == "bnpo":
+            loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0) / accumulation
+        else:  # grpo: mean over each sequence, then over sequences
+            loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / accumulation
+        if self.aux_loss_enabled:
+            loss = loss + self.router_aux_loss_coef * aux_loss / accumulation
+        self._metrics[mode]["entropy"].append(ppo.masked_mean(entropies, mask, self._sum_over_processes).item())
+        prefix = "trust_region" if args.off_policy_loss == "adaptive_trust_region" else "dppo"
+        for key, value in stats.items():
+            self._metrics[mode][f"{prefix}/{key}"].append(value.item())
         return loss
 
     def _value_loss(self, batch: dict, clip: bool = True, normalizer=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -737,6 +873,7 @@ class T1Trainer(GRPOTrainer):
                     self._metrics["train"]["critic_warmup/explained_variance"].append(last["explained_variance"])
             return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         finally:
+            self.stop_async()
             self._close_episode_log()  # another trainer may write to this folder next
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -919,6 +1056,10 @@ HEALTH_FIELDS = (  # (label, logged key, format): one line per logged step, the 
     ("|dlogp|", "off_policy/train_inference_abs_dlogp", "{:.1e}"),
     ("tito-drift", "t1/tito_drift_tokens", "{:.0f}"),
     ("r3", "r3/agreement", "{:.3f}"),
+    ("stale", "async/staleness_mean", "{:.2f}"),  # async only: versions behind, mean; the histogram follows
+    ("dropped", "async/dropped_episodes", "{:.0f}"),
+    ("idle-trainer", "async/trainer_idle_fraction", "{:.2f}"),
+    ("idle-sampler", "async/sampler_idle_fraction", "{:.2f}"),
 )
 
 
@@ -936,6 +1077,9 @@ def health_line(step: int, logs: dict, entropy_start: float | None = None) -> st
         'step 40  resolved 0.69  entropy 0.035'
         >>> health_line(1, {"t1/resolved_rate": 0.0, "critic/value_loss": 0.0})  # PPO, every return equal
         'step 1  resolved 0.00  ev n/a'
+        >>> health_line(5, {"t1/resolved_rate": 0.5, "async/staleness_mean": 0.5, "async/staleness_0": 4.0,
+        ...                 "async/staleness_1": 4.0, "async/dropped_episodes": 2.0})  # async: versions behind
+        'step 5  resolved 0.50  stale 0.50  dropped 2  behind 0:4/1:4'
     """
     logs = dict(logs)
     if "critic/value_loss" in logs and "critic/explained_variance" not in logs:
@@ -947,6 +1091,11 @@ def health_line(step: int, logs: dict, entropy_start: float | None = None) -> st
     ]  # n/a: undefined this step (ev when every return is equal)
     if not parts:
         return None
+    histogram = sorted(
+        (int(k.rsplit("_", 1)[1]), v) for k, v in logs.items() if re.fullmatch(r"async/staleness_\d+", k)
+    )
+    if histogram:  # async: episodes trained on, by versions behind
+        parts.append("behind " + "/".join(f"{k}:{v:.0f}" for k, v in histogram))
     line = f"step {step}  " + "  ".join(parts)
     if logs.get("t1/zero_variance_groups", 0) >= 1.0:
         line += "  [no signal: every group has one reward]"

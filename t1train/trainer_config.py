@@ -16,7 +16,8 @@ from trl import GRPOConfig
 
 from t1env.families import expand_refs
 from t1env.options import EnvOptions
-from t1train import ppo
+from t1train import offpolicy, ppo
+from t1train.async_rl import AsyncConfig
 from t1train.rollout import DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
 
 ALGORITHMS = ("ppo", "grpo", "gspo")
@@ -126,6 +127,33 @@ class T1Config(GRPOConfig):
         },
     )
     off_policy_clip: float = field(default=2.0, metadata={"help": "Cap (truncate) or bound (mask) of the weights."})
+    off_policy_loss: str = field(
+        default="ppo",
+        metadata={
+            "help": "Policy loss (t1train/offpolicy.py): ppo (TRL's clipped loss), adaptive_trust_region (PPO's clip "
+            "on pi / mu whose outward side shrinks for tokens whose |log pi - log mu| is above the batch's quantile) "
+            "or dppo (DPPO's divergence mask). The last two need off_policy_correction: none."
+        },
+    )
+    trust_region_floor: float = field(
+        default=0.5,
+        metadata={"help": "adaptive_trust_region: the kernel's floor c in (0, 1]; 1 is plain PPO."},
+    )
+    trust_region_quantile: float = field(
+        default=0.9, metadata={"help": "adaptive_trust_region: tokens with |d| above this quantile are gated."}
+    )
+    dppo_divergence: str = field(default="tv", metadata={"help": "dppo: tv (binary TV) or kl (binary KL)."})
+    dppo_delta: float | None = field(
+        default=None, metadata={"help": "dppo: divergence threshold (default: 0.15 for tv, 0.05 for kl)."}
+    )
+    dppo_ratio_cap: float = field(default=20.0, metadata={"help": "dppo: cap C of the ratio pi / mu."})
+    async_rl: dict | None = field(
+        default=None,
+        metadata={
+            "help": "Asynchronous training, written `async:` in the YAML: {max_staleness: N, stale: drop|downweight, "
+            "stale_weight: w} (t1train/async_rl.py, docs/training.md). Leave out for synchronous training."
+        },
+    )
     # ---- R3
     r3: bool = field(
         default=False,
@@ -194,6 +222,8 @@ class T1Config(GRPOConfig):
             )
         if self.off_policy_clip <= 1.0:
             raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
+        self._check_off_policy_loss()
+        self.async_config()  # a bad `async:` mapping fails here, naming the key
         check_truncated_turns(self.truncated_turns)
         if self.engine not in ("hf", "sglang"):
             raise ValueError(f"engine must be 'hf' or 'sglang', got {self.engine!r}")
@@ -219,6 +249,35 @@ class T1Config(GRPOConfig):
             self.use_cpu = True  # else each process of `torchrun --nproc_per_node N` would train alone
         self.rollout_config()  # a bad protocol fails here, with the rollout's message
         super().__post_init__()
+
+    def async_config(self) -> AsyncConfig | None:
+        """The ``async:`` settings as an :class:`~t1train.async_rl.AsyncConfig` (None: synchronous training)."""
+        return None if self.async_rl is None else AsyncConfig.from_mapping(self.async_rl)
+
+    def _check_off_policy_loss(self) -> None:
+        if self.off_policy_loss not in offpolicy.OFF_POLICY_LOSSES:
+            raise ValueError(
+                f"off_policy_loss must be one of {offpolicy.OFF_POLICY_LOSSES}, got {self.off_policy_loss!r}"
+            )
+        if self.off_policy_loss == "ppo":
+            return
+        if not 0.0 < self.trust_region_floor <= 1.0 or not 0.0 < self.trust_region_quantile < 1.0:
+            raise ValueError("trust_region_floor must be in (0, 1] and trust_region_quantile in (0, 1)")
+        if self.dppo_divergence not in offpolicy.DIVERGENCES:
+            raise ValueError(f"dppo_divergence must be one of {offpolicy.DIVERGENCES}, got {self.dppo_divergence!r}")
+        if self.loss_type not in ("dapo", "bnpo", "grpo"):
+            raise ValueError(
+                f"off_policy_loss {self.off_policy_loss} needs loss_type dapo, bnpo or grpo, got {self.loss_type!r}"
+            )
+        if self.off_policy_correction != "none":
+            raise ValueError(
+                f"off_policy_loss {self.off_policy_loss} weighs each token by pi / mu itself: set "
+                "off_policy_correction: none (else the advantages carry the sampler ratio twice)"
+            )
+        if self.importance_sampling_level != "token":
+            raise ValueError(
+                f"off_policy_loss {self.off_policy_loss} is per token: set importance_sampling_level: token"
+            )
 
     def rollout_config(self) -> RolloutConfig:
         """The agent loop of this run's episodes; ``.agent_protocol(self.max_new_tokens)`` is what its checkpoints

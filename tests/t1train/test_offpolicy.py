@@ -1,6 +1,7 @@
 """The off-policy losses of t1train/offpolicy.py, pinned on tensors computed by hand (and their limits: c = 1 and
 delta = inf give PPO's losses)."""
 
+import copy
 import doctest
 import math
 
@@ -8,6 +9,10 @@ import pytest
 import torch
 
 from t1train import offpolicy
+from t1train.rollout import EpisodeSpec
+from t1train.trainer import T1Trainer
+
+from .conftest import tiny_config
 
 
 def logp(*probs):
@@ -49,27 +54,26 @@ def test_adaptive_bounds_shrink_only_the_outward_side_of_gated_tokens():
 
 
 def test_adaptive_loss_clips_gated_token_at_its_shrunk_bound():
-    lp, old, mu = logp(0.6, 0.6), logp(0.4, 0.4), logp(0.2, 0.6)  # ratio 1.5; d = log 3 (gated), 0
+    lp, mu = logp(0.6, 0.6), logp(0.2, 0.4)  # ratio pi / mu = 3 and 1.5; d = log 3 (gated), log 1.5
     adv = torch.tensor([[2.0, 2.0]], dtype=torch.float64)
-    loss, stats = offpolicy.adaptive_trust_region_loss(lp, old, mu, adv, torch.ones_like(adv), 0.2, 0.2, c=0.5)
-    q = 0.9 * math.log(3)
+    loss, stats = offpolicy.adaptive_trust_region_loss(lp, mu, adv, torch.ones_like(adv), 0.2, 0.2, c=0.5)
+    q = math.log(1.5) + 0.9 * (math.log(3) - math.log(1.5))
     s = 0.5 + 0.5 / (1 + (math.log(3) / q - 1) ** 2)
     assert loss[0].tolist() == pytest.approx([-2 * (1 + 0.2 * s), -2 * 1.2])
-    # a negative advantage on a token whose d > 0: the lower (inward) side is untouched, min picks the ratio
-    loss, _ = offpolicy.adaptive_trust_region_loss(lp, old, mu, -adv, torch.ones_like(adv), 0.2, 0.2, c=0.5)
-    assert loss[0].tolist() == pytest.approx([2 * 1.5, 2 * 1.5])
+    # a negative advantage on tokens whose d > 0: the lower (inward) side is untouched, min picks the ratio
+    loss, _ = offpolicy.adaptive_trust_region_loss(lp, mu, -adv, torch.ones_like(adv), 0.2, 0.2, c=0.5)
+    assert loss[0].tolist() == pytest.approx([2 * 3.0, 2 * 1.5])
 
 
 def test_adaptive_with_c_1_is_ppo_exactly():
     g = torch.Generator().manual_seed(0)
     lp = torch.randn(3, 7, generator=g, dtype=torch.float64) - 2
-    old = lp + 0.3 * torch.randn(3, 7, generator=g, dtype=torch.float64)
-    mu = lp + torch.randn(3, 7, generator=g, dtype=torch.float64)
+    mu = lp + 0.3 * torch.randn(3, 7, generator=g, dtype=torch.float64)
     adv = torch.randn(3, 7, generator=g, dtype=torch.float64)
     mask = (torch.rand(3, 7, generator=g) > 0.3).to(torch.float64)
     lp.requires_grad_(True)
-    loss, stats = offpolicy.adaptive_trust_region_loss(lp, old, mu, adv, mask, 0.2, 0.28, c=1.0)
-    ratio = torch.exp(lp - old)
+    loss, stats = offpolicy.adaptive_trust_region_loss(lp, mu, adv, mask, 0.2, 0.28, c=1.0)
+    ratio = torch.exp(lp - mu)  # PPO with the sampler as the old policy
     ppo = -torch.min(ratio * adv, torch.clamp(ratio, 0.8, 1.28) * adv)
     assert torch.equal(loss, ppo)
     assert stats["gate_rate"].item() == 0.0 and stats["min_contraction"].item() == 1.0
@@ -126,3 +130,49 @@ def test_dppo_with_infinite_delta_is_the_unclipped_is_surrogate():
     (-adv * torch.exp(b - mu)).sum().backward()  # PPO's surrogate against mu with no clip (epsilon = inf)
     assert torch.allclose(a.grad, b.grad)
     assert stats["masked_rate"].item() == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ in the trainer
+def test_trainer_losses_against_a_stale_sampler(tiny, tmp_path, scripted_env):
+    """T1Trainer.compute_loss with off_policy_loss: the adaptive trust region with c = 1 is TRL's own clipped loss
+    with the sampler as the old policy; with c < 1 it gates tokens and differs; dppo masks some tokens."""
+    model, tokenizer = tiny
+    args = tiny_config(
+        tmp_path / "out",
+        algorithm="grpo",
+        off_policy_loss="adaptive_trust_region",
+        off_policy_correction="none",
+        trust_region_floor=1.0,
+        router_aux_loss_coef=0.0,
+    )
+    trainer = T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=lambda t: scripted_env(t))
+    seeds = [0, 1, 0, 1]
+    trajectories = trainer.rollout([EpisodeSpec("scripted", s) for s in seeds])
+    batch = trainer.score_trajectories(trajectories, [{"prompt": "s", "task": "scripted", "seed": s} for s in seeds])
+    batch.pop("_metrics")
+    mask = batch["tool_mask"].float()
+    g = torch.Generator().manual_seed(0)
+    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
+    batch["sampling_per_token_logps"] -= 0.5 * torch.rand(mask.shape, generator=g) * mask  # a staler sampler
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+
+    adaptive = trainer.compute_loss(trainer.model, batch)
+    trainer.args.off_policy_loss = "ppo"
+    trl_ppo = trainer.compute_loss(trainer.model, {**batch, "old_per_token_logps": batch["sampling_per_token_logps"]})
+    assert adaptive.item() == pytest.approx(trl_ppo.item(), rel=1e-5)
+    assert trainer._metrics["train"]["trust_region/gate_rate"] == [0.0]
+
+    trainer.args.off_policy_loss, trainer.args.trust_region_floor = "adaptive_trust_region", 0.1
+    tighter = trainer.compute_loss(trainer.model, batch)
+    assert trainer._metrics["train"]["trust_region/gate_rate"][-1] > 0.0
+    assert trainer._metrics["train"]["trust_region/min_contraction"][-1] < 1.0
+    assert tighter.item() != pytest.approx(adaptive.item(), rel=1e-6)
+
+    # the tiny model spreads its probability thin (|pi - mu| ~ 1e-4): a threshold below that; every token moved up
+    # (pi > mu), so the ones with A > 0 are dropped and those with A <= 0 kept
+    trainer.args.off_policy_loss, trainer.args.dppo_delta = "dppo", 1e-9
+    dppo = trainer.compute_loss(trainer.model, batch)
+    assert torch.isfinite(dppo)
+    positive = ((batch["advantages"] > 0).float() * mask).sum() / mask.sum()
+    assert trainer._metrics["train"]["dppo/masked_rate"][-1] == pytest.approx(positive.item())

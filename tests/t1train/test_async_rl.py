@@ -1,0 +1,163 @@
+"""Asynchronous training (t1train/async_rl.py): the producer's staleness bookkeeping made deterministic by letting it
+run dry before the trainer takes (``wait_idle``), and three real async training steps of the tiny model on the
+scripted env."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from t1train.async_rl import AsyncConfig, AsyncRollouts
+from t1train.config import build_t1_config
+from t1train.engines.base import SamplingParams
+from t1train.engines.hf import HFEngine
+from t1train.rollout import RolloutConfig, RolloutRunner
+from t1train.trainer import T1Trainer
+
+from .conftest import tiny_config
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny model: one thread is much faster than two on a shared machine
+    yield
+    torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------------------------------------ config
+def test_async_key_of_the_yaml_and_its_errors(tmp_path):
+    base = {"output_dir": str(tmp_path), "tasks": ["scripted"], "use_cpu": True}
+    cfg = build_t1_config({**base, "async": {"max_staleness": 2, "stale": "downweight"}})
+    assert cfg.async_config() == AsyncConfig(max_staleness=2, stale="downweight")
+    assert build_t1_config(base).async_config() is None  # synchronous by default
+    with pytest.raises(ValueError, match=r"async\.max_stalenes: unknown key \(known: max_staleness, stale"):
+        build_t1_config({**base, "async": {"max_stalenes": 2}})
+    with pytest.raises(ValueError, match="async.stale must be one of drop, downweight"):
+        build_t1_config({**base, "async": {"stale": "keep"}})
+    with pytest.raises(ValueError, match="async.max_staleness must be an integer >= 0"):
+        build_t1_config({**base, "async": {"max_staleness": -1}})
+    with pytest.raises(ValueError, match="set off_policy_correction: none"):
+        build_t1_config({**base, "off_policy_loss": "dppo"})
+
+
+# ------------------------------------------------------------------------------------------------ producer
+@pytest.mark.parametrize("stale", ["drop", "downweight"])
+def test_stale_groups_are_dropped_or_downweighted_and_counted(tiny, scripted_env, stale):
+    """max_staleness 1, one group per step: at version 0 the producer may start two groups, plays them on weights
+    version 0 and stops. The trainer then takes at version 3: both groups are 3 versions behind."""
+    model, tokenizer = tiny
+    engine = HFEngine(model, tokenizer)
+    envs = []
+
+    def make_env(task):
+        envs.append(scripted_env(task))
+        return envs[-1]
+
+    runner = RolloutRunner(
+        engine,
+        tokenizer,
+        make_env,
+        SamplingParams(max_new_tokens=4, seed=0),
+        RolloutConfig(max_turns=1, system_prompt="Act."),
+    )
+    producer = AsyncRollouts(
+        lambda more, on_episode: runner.run([], on_episode, more),
+        rows=[("scripted", 0), ("scripted", 1)],
+        num_generations=2,
+        groups_per_step=1,
+        config=AsyncConfig(max_staleness=1, stale=stale, stale_weight=0.5),
+    )
+    try:
+        producer.start()
+        assert producer.wait_idle(timeout=300)
+        assert len(envs) == 4  # two groups of two, and no more: admission is closed at version 0
+        engine.weight_version = "3"  # three optimizer steps later (the trainer's sync sets it)
+        taken = producer.take(3)
+    finally:
+        producer.stop()
+    assert all(env.closed for env in envs)
+    [group] = taken.groups
+    if stale == "drop":
+        assert len(taken.dropped) == 2
+        for old in taken.dropped:  # dropped, not trained on: played on version 0
+            assert [t.metadata["staleness"] for t in old.trajectories] == [3, 3]
+            assert all(t.metadata["weight_versions"] == [0] for t in old.trajectories)
+        assert [t.metadata["weight_versions"] for t in group.trajectories] == [[3], [3]]  # played after the take
+        assert taken.weights == [1.0, 1.0]
+        assert taken.metrics["async/dropped_episodes"] == 4.0 and taken.metrics["async/staleness_0"] == 2.0
+        assert producer.totals["dropped_episodes"] == 4
+    else:
+        assert taken.dropped == []
+        assert [t.metadata["staleness"] for t in group.trajectories] == [3, 3]
+        assert taken.weights == [0.25, 0.25]  # 0.5 ** (3 - 1)
+        assert taken.metrics["async/downweighted_episodes"] == 2.0 and taken.metrics["async/staleness_over"] == 2.0
+        assert taken.metrics["async/dropped_episodes"] == 0.0
+    for key in ("async/trainer_idle_fraction", "async/sampler_idle_fraction"):
+        assert 0.0 <= taken.metrics[key] <= 1.0
+
+
+def test_producer_errors_reach_the_trainer(tiny):
+    def play(more, on_episode):
+        more()
+        raise OSError("engine went away")
+
+    producer = AsyncRollouts(play, [("scripted", 0)], 1, 1, AsyncConfig())
+    with pytest.raises(RuntimeError, match="async rollout producer failed: OSError"):
+        producer.take(0)
+    producer.stop()
+
+
+# ------------------------------------------------------------------------------------------------ trainer
+def sampled_tokens(trajectory, **kwargs) -> list[float]:
+    """A reward that varies between the scripted env's episodes (whose checks all fail): the policy moves."""
+    return [float(sum(len(turn.sampled_ids) for turn in t.turns)) for t in trajectory]
+
+
+def test_three_async_steps_with_staleness_2(tiny, tmp_path, scripted_env, capsys):
+    model, tokenizer = tiny
+    args = tiny_config(tmp_path / "out", max_steps=3, async_rl={"max_staleness": 2}, router_aux_loss_coef=0.0)
+    trainer = T1Trainer(
+        copy.deepcopy(model),
+        args,
+        processing_class=tokenizer,
+        make_env=lambda t: scripted_env(t),
+        reward_funcs=[sampled_tokens],
+    )
+    assert trainer.engine.model is not trainer.model  # the sampler has parameters of its own
+    initial = {n: p.detach().clone() for n, p in trainer.engine.model.named_parameters()}
+    trainer.train()
+    assert trainer.async_rollouts is None  # stopped with the run
+
+    # every episode trained on at step s was sampled by versions s-2..s, and says so
+    records = [json.loads(line) for line in (Path(args.output_dir) / "trajectories.jsonl").read_text().splitlines()]
+    trained = [r for r in records if r["metadata"]["phase"] == "train"]
+    assert sorted({r["metadata"]["step"] for r in trained}) == [0, 1, 2] and len(trained) == 12
+    for r in trained:
+        meta, step = r["metadata"], r["metadata"]["step"]
+        versions = [int(turn["weight_version"]) for turn in r["turns"]]
+        assert versions and meta["weight_versions"] == sorted(set(versions))
+        assert meta["policy_version"] == step and meta["staleness"] == step - min(versions) <= 2
+        assert all(v <= step for v in versions)
+
+    # the staleness metrics, per step: the histogram counts the batch's 4 episodes
+    logs = [h for h in trainer.state.log_history if "async/staleness_mean" in h]
+    assert len(logs) == 3
+    for h in logs:
+        assert sum(h[f"async/staleness_{k}"] for k in range(3)) == 4
+        assert h["async/dropped_episodes"] >= 0 and 0 <= h["async/trainer_idle_fraction"] <= 1
+    out = capsys.readouterr()
+    assert re.search(r"^step 3  .*stale \d\.\d\d  dropped \d+ .*behind 0:\d/1:\d/2:\d", out.out + out.err, re.M)
+
+    # the weights reached the engine: version 2 at the last step's take, moved from the initial ones
+    assert trainer.engine.weight_version == "2"
+    assert any(not torch.equal(initial[n], p) for n, p in trainer.engine.model.named_parameters())
+    trainer.sync_engine_weights()
+    policy = dict(trainer.model.named_parameters())
+    assert trainer.engine.weight_version == "3"
+    assert all(torch.equal(policy[n], p) for n, p in trainer.engine.model.named_parameters())
