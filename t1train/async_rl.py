@@ -36,7 +36,9 @@ Story of one episode and one step
    the step's wall time the trainer waited for episodes) and the **sampler idle fraction** (share of the step's
    wall time no episode was in flight because admission was closed).
 
-A group is the unit of admission, staleness and dropping, so GRPO's groups always arrive whole.
+A group is the unit of admission, staleness and dropping, so GRPO's groups always arrive whole. When training
+ends, the producer stops at its next generate call: the episodes in flight are abandoned (their sandboxes closed),
+not played to the end.
 
 Example:
     ``tests/t1train/test_async_rl.py`` runs :class:`AsyncRollouts` with the tiny model and a scripted env, and
@@ -140,12 +142,33 @@ class TakenBatch:
 
 
 # ------------------------------------------------------------------------------------------------ producer
+class ProducerStopped(Exception):
+    """Raised into the producer's agent loop by :class:`StoppableEngine` once the producer is stopped."""
+
+
+class StoppableEngine:
+    """The producer's view of an engine: every attribute is the engine's, but ``generate`` raises
+    :class:`ProducerStopped` once ``stopped()`` is true, which ends the agent loop (it closes its envs)."""
+
+    def __init__(self, engine, stopped: Callable[[], bool]):
+        self._engine, self._stopped = engine, stopped
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def generate(self, *args, **kwargs):
+        if self._stopped():
+            raise ProducerStopped()
+        return self._engine.generate(*args, **kwargs)
+
+
 class AsyncRollouts:
     """A producer thread that plays groups of episodes continuously, and the queue the trainer takes them from.
 
     Args:
         play: ``play(more, on_episode)`` runs the agent loop until nothing is in flight and ``more()`` gives no
-            episode: ``RolloutRunner(...).run([], on_episode, more)``.
+            episode: ``RolloutRunner(engine, ...).run([], on_episode, more)``, with the engine wrapped by
+            :meth:`stoppable` so that :meth:`stop` does not wait for the episodes in flight.
         rows: the train set's ``(task, seed)`` rows.
         num_generations: episodes per group.
         groups_per_step: groups the trainer takes per step.
@@ -196,8 +219,13 @@ class AsyncRollouts:
         self._thread = threading.Thread(target=self._produce, name="t1-async-producer", daemon=True)
         self._thread.start()
 
+    def stoppable(self, engine) -> StoppableEngine:
+        """``engine`` for the producer's agent loop: its generate calls fail once :meth:`stop` is called."""
+        return StoppableEngine(engine, lambda: self._stop)
+
     def stop(self) -> None:
-        """Stop admitting groups and wait for the episodes in flight to finish (their sandboxes are closed)."""
+        """Stop admitting groups and end the agent loop at its next generate call (with an engine from
+        :meth:`stoppable`; else once the episodes in flight finish); their sandboxes are closed."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -224,6 +252,8 @@ class AsyncRollouts:
                         return
                     self._call_slots = []
                 self.play(self._more, self._on_episode)
+        except ProducerStopped:
+            return
         except BaseException as err:  # noqa: BLE001 - handed to the trainer's take()
             with self._cond:
                 self._error = err

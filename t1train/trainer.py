@@ -424,15 +424,22 @@ class T1Trainer(GRPOTrainer):
         """The producer of asynchronous training (``t1train/async_rl.py``): the agent loop of this trainer (engine,
         envs, rollout settings), fed one group of the train set at a time."""
         sampling = dataclasses.replace(self.sampling, seed=episode_seed(self.args.seed, 0, 3_000_000))
-        runner = RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
-        return AsyncRollouts(
-            play=lambda more, on_episode: runner.run([], on_episode, more),
+        runner = None
+
+        def play(more, on_episode):
+            runner.run([], on_episode, more)
+
+        producer = AsyncRollouts(
+            play=play,
             rows=[(row["task"], row["seed"]) for row in self.train_dataset],
             num_generations=self.num_generations,
             groups_per_step=self.args.generation_batch_size // self.num_generations,
             config=self.async_config,
             seed=self.args.seed,
         )
+        engine = producer.stoppable(self.engine)
+        runner = RolloutRunner(engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
+        return producer
 
     def _take_async_batch(self) -> dict:
         """One training batch in async mode: the engine gets the current weights (between its generate calls; the

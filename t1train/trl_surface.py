@@ -90,7 +90,16 @@ SURFACE: tuple[PrivateName, ...] = (
         "calls",
         "the policy's and the KL reference's log-probs of the sampled tokens, with TRL's temperature and fused "
         "lm-head handling (the loss computes its own with the same function); returns (logps, entropies, aux_loss)",
-        ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size"),
+        (
+            "self",
+            "model",
+            "input_ids",
+            "attention_mask",
+            "logits_to_keep",
+            "batch_size",
+            "compute_entropy",
+            "compute_aux_loss",
+        ),
     ),
     PrivateName(
         "trl.GRPOTrainer",
