@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from t1train.async_rl import AsyncConfig, AsyncRollouts
-from t1train.config import build_t1_config
+from t1train.config import build_t1_config, load_train_config
 from t1train.engines.base import SamplingParams
 from t1train.engines.hf import HFEngine
 from t1train.rollout import RolloutConfig, RolloutRunner
@@ -44,6 +44,9 @@ def test_async_key_of_the_yaml_and_its_errors(tmp_path):
         build_t1_config({**base, "async": {"max_staleness": -1}})
     with pytest.raises(ValueError, match="set off_policy_correction: none"):
         build_t1_config({**base, "off_policy_loss": "dppo"})
+    shipped = load_train_config("async-tiny-cpu")  # the example recipe (t1train/configs/async-tiny-cpu.yaml)
+    cfg = build_t1_config({**shipped.train, "output_dir": str(tmp_path)})
+    assert cfg.async_config().max_staleness == 2 and cfg.off_policy_loss == "adaptive_trust_region"
 
 
 # ------------------------------------------------------------------------------------------------ producer
