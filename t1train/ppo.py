@@ -65,26 +65,38 @@ def place_rewards(
 
 # ------------------------------------------------------------------------------------------------ advantages
 def gae(
-    rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    action_mask: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 0.95,
+    bootstrap: torch.Tensor | None = None,
+    bootstrap_advantage: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized advantage estimation over action tokens only; returns ``(advantages, returns)``.
 
     Non-action positions are skipped: they carry neither the value nor the accumulated advantage, so the value
     that bootstraps the last token of turn ``t`` is the value of the first token of turn ``t+1``. After the last
-    action token the episode has ended (bootstrap value 0). ``lam=1`` gives Monte-Carlo returns (the critic's
-    warm-start target); both outputs are 0 outside ``action_mask``.
+    action token of a row the episode has ended (bootstrap value 0), unless ``bootstrap`` ``[B]`` gives the value
+    of the state after the row: a segment that the episode continues in another row (:func:`segment_gae`) passes
+    the value of the next segment's first action token, and ``bootstrap_advantage`` ``[B]`` that token's advantage
+    (default zeros). ``lam=1`` gives Monte-Carlo returns (the critic's warm-start target); both outputs are 0
+    outside ``action_mask``.
 
     Example:
         >>> m = torch.tensor([[1., 0., 1.]])
         >>> adv, ret = gae(torch.tensor([[0., 0., 1.]]), torch.tensor([[0.5, 9., 0.25]]), m, gamma=1.0, lam=1.0)
         >>> adv.tolist(), ret.tolist()
         ([[0.5, 0.0, 0.75]], [[1.0, 0.0, 1.0]])
+        >>> adv, ret = gae(torch.zeros(1, 3), torch.tensor([[0.5, 9., 0.25]]), m, 1.0, 1.0, torch.tensor([2.0]))
+        >>> adv.tolist(), ret.tolist()
+        ([[1.5, 0.0, 1.75]], [[2.0, 0.0, 2.0]])
     """
     mask = action_mask.to(values.dtype)
     batch, length = values.shape
     advantages = torch.zeros_like(values)
-    next_value = values.new_zeros(batch)
-    next_adv = values.new_zeros(batch)
+    next_value = values.new_zeros(batch) if bootstrap is None else bootstrap.to(values.dtype)
+    next_adv = values.new_zeros(batch) if bootstrap_advantage is None else bootstrap_advantage.to(values.dtype)
     for t in reversed(range(length)):
         m = mask[:, t]
         delta = rewards[:, t] + gamma * next_value - values[:, t]
@@ -94,6 +106,50 @@ def gae(
         next_value = torch.where(m.bool(), values[:, t], next_value)
     returns = (advantages + values) * mask
     return advantages, returns
+
+
+def segment_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    action_mask: torch.Tensor,
+    next_row: list[int],
+    gamma: float = 1.0,
+    lam: float = 0.95,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`gae` over episodes split into several rows (one per segment, ``t1train/trajectory.py``).
+
+    ``next_row[b]`` is the row of the segment that follows row ``b`` in its episode (-1 for an episode's last
+    segment and for a one-row episode). Rows are processed from the last segment backwards; each earlier row
+    bootstraps from the value and the advantage of the next row's first action token, so an episode's advantages
+    and returns are what :func:`gae` gives over its action tokens laid end to end, while each value comes from the
+    critic reading that segment's own context. With every ``next_row`` -1 this is :func:`gae`.
+
+    Example:
+        >>> m = torch.tensor([[1., 0., 1.], [1., 1., 0.]])  # row 0: segment 0 (2 actions); row 1: segment 1
+        >>> adv, ret = segment_gae(torch.tensor([[0., 0., 0.], [0., 1., 0.]]), torch.zeros(2, 3), m, [1, -1], lam=1.0)
+        >>> ret.tolist()
+        [[1.0, 0.0, 1.0], [1.0, 1.0, 0.0]]
+    """
+    rows = len(next_row)
+    depth = [0] * rows  # how many segments follow each row in its episode
+    for b in range(rows):
+        nxt = next_row[b]
+        while nxt >= 0:
+            depth[b] += 1
+            nxt = next_row[nxt]
+    positions = torch.arange(action_mask.shape[1], device=action_mask.device)
+    first = torch.where(action_mask.bool(), positions, action_mask.shape[1]).min(dim=1).values  # first action token
+    advantages = torch.zeros_like(values)
+    for level in range(max(depth, default=0) + 1):
+        idx = [b for b in range(rows) if depth[b] == level]
+        boot_v, boot_a = values.new_zeros(len(idx)), values.new_zeros(len(idx))
+        for i, b in enumerate(idx):
+            nxt = next_row[b]
+            if nxt >= 0 and first[nxt] < action_mask.shape[1]:
+                boot_v[i], boot_a[i] = values[nxt, first[nxt]], advantages[nxt, first[nxt]]
+        adv, _ = gae(rewards[idx], values[idx], action_mask[idx], gamma, lam, boot_v, boot_a)
+        advantages[idx] = adv
+    return advantages, (advantages + values) * action_mask.to(values.dtype)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, reduce: Reduce | None = None) -> torch.Tensor:

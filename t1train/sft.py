@@ -151,11 +151,16 @@ def oracle_trajectories(
 
 
 def sft_dataset(trajectories: list[Trajectory]):
-    """A pre-tokenized dataset for TRL's ``SFTTrainer``: ``input_ids`` and ``assistant_masks`` (the loss mask)."""
+    """A pre-tokenized dataset for TRL's ``SFTTrainer``: ``input_ids`` and ``assistant_masks`` (the loss mask), one
+    row per segment of each episode (``Trajectory.segment_views``)."""
     import datasets  # the train extra: only when SFT runs
 
     return datasets.Dataset.from_list(
-        [{"input_ids": t.token_ids(), "assistant_masks": t.loss_mask()} for t in trajectories]
+        [
+            {"input_ids": v.token_ids(), "assistant_masks": v.loss_mask()}
+            for t in trajectories
+            for v in t.segment_views()
+        ]
     )
 
 

@@ -467,9 +467,9 @@ class T1Trainer(GRPOTrainer):
         ]
         batch = self.score_trajectories(trajectories, inputs, "train")
         batch.pop("_metrics")
-        if any(w != 1.0 for w in taken.weights):  # stale: downweight
+        if any(w != 1.0 for w in taken.weights):  # stale: downweight (every segment row of the episode)
             weights = torch.tensor(taken.weights, dtype=batch["advantages"].dtype, device=batch["advantages"].device)
-            batch["advantages"] = batch["advantages"] * weights[:, None]
+            batch["advantages"] = batch["advantages"] * weights[batch["episode_index"].clamp(min=0)][:, None]
         for key, value in taken.metrics.items():
             self._metrics["train"][key].append(value)
         return batch
@@ -481,35 +481,62 @@ class T1Trainer(GRPOTrainer):
             producer.stop()
 
     # ------------------------------------------------------------------------------------------ scoring
-    def _pad_batch(self, trajectories: list[Trajectory]) -> dict:
-        """Prompt (left-padded) and completion (right-padded) tensors, TRL's layout, plus the t1 extras."""
+    def _pad_batch(self, trajectories: list[Trajectory], rows_multiple: int = 1) -> tuple:
+        """Prompt (left-padded) and completion (right-padded) tensors, TRL's layout, plus the t1 extras: one row per
+        SEGMENT of each episode (``Trajectory.segment_views``; most episodes have one), each with the prompt the
+        sampler saw for that segment. The row count is padded with empty rows (every mask 0) to a multiple of
+        ``rows_multiple``.
+
+        Returns ``(batch, turn_ends, turn_rewards, rows)``: per row the completion index of each turn's last sampled
+        token and the turn's env reward, and a :class:`_Rows` (which episode each row belongs to, which row holds
+        its next segment).
+        """
         device, pad_id = self.accelerator.device, self.processing_class.pad_token_id
         prompts, completions, masks, sampler_lps, turn_ends, turn_rewards, routes = [], [], [], [], [], [], []
-        for t in trajectories:
-            ids, mask, lps = t.token_ids(), t.loss_mask(), t.sampler_logprobs()
-            n = len(t.prompt_ids)
-            if n == 0 or len(ids) == n:  # the episode failed before (or at) its first turn: nothing to learn
-                prompts.append(list(t.prompt_ids) or [pad_id])
-                for column, empty in (
-                    (completions, [pad_id]),
-                    (masks, [0]),
-                    (sampler_lps, [0.0]),
-                    (turn_ends, []),
-                    (turn_rewards, []),
-                    (routes, None),
-                ):
-                    column.append(empty)
+        r3_samples: list = []
+        rows = _Rows()
+
+        def empty_row(prompt: list[int], episode: int) -> None:
+            prompts.append(list(prompt) or [pad_id])
+            for column, empty in (
+                (completions, [pad_id]),
+                (masks, [0]),
+                (sampler_lps, [0.0]),
+                (turn_ends, []),
+                (turn_rewards, []),
+                (routes, None),
+                (r3_samples, None),
+            ):
+                column.append(empty)
+            rows.add(episode, last=True)
+
+        for e, t in enumerate(trajectories):
+            views = [v for v in t.segment_views() if len(v.prompt_ids) and v.turns]
+            if not views:  # the episode failed before its first turn: nothing to learn
+                empty_row(t.prompt_ids, e)
                 continue
-            for column, part in ((prompts, ids[:n]), (completions, ids[n:]), (masks, mask[n:]), (sampler_lps, lps[n:])):
-                column.append(part)
-            ends, pos = [], 0
-            for turn in t.turns:
-                pos += len(turn.sampled_ids)
-                ends.append(pos - 1)
-                pos += len(turn.bridge_ids)
-            turn_ends.append(ends)
-            turn_rewards.append([turn.reward for turn in t.turns])
-            routes.append(t.routed_experts())
+            for k, view in enumerate(views):
+                ids, mask, lps = view.token_ids(), view.loss_mask(), view.sampler_logprobs()
+                n = len(view.prompt_ids)
+                for column, part in (
+                    (prompts, ids[:n]),
+                    (completions, ids[n:]),
+                    (masks, mask[n:]),
+                    (sampler_lps, lps[n:]),
+                ):
+                    column.append(part)
+                ends, pos = [], 0
+                for turn in view.turns:
+                    pos += len(turn.sampled_ids)
+                    ends.append(pos - 1)
+                    pos += len(turn.bridge_ids)
+                turn_ends.append(ends)
+                turn_rewards.append([turn.reward for turn in view.turns])
+                routes.append(view.routed_experts())
+                r3_samples.append(view.routed_experts_by_position() if self.routing_replay is not None else None)
+                rows.add(e, last=k == len(views) - 1)
+        while len(prompts) % rows_multiple:
+            empty_row([pad_id], -1)
 
         def padded(rows, value, side, dtype):
             return pad(
@@ -535,26 +562,36 @@ class T1Trainer(GRPOTrainer):
                 where = torch.tensor(m, dtype=torch.bool).nonzero()[:, 0]
                 routed[b, where] = torch.tensor(r, dtype=torch.int32)
             batch["routed_experts"] = routed.to(device)
-        if self.routing_replay is not None:  # R3: every position's recorded routing, laid out like input_ids
-            samples = [
-                t.routed_experts_by_position() if len(t.token_ids()) > len(t.prompt_ids) > 0 else None
-                for t in trajectories
-            ]
-            if any(s is not None for s in samples):
-                width = batch["prompt_ids"].shape[1]
-                routing, recorded = align_routing(
-                    samples, [len(p) for p in prompts], width, width + batch["completion_ids"].shape[1]
-                )
-                batch["r3_routing"], batch["r3_mask"] = routing.to(device), recorded.to(device)
-        return batch, turn_ends, turn_rewards
+        if self.routing_replay is not None and any(s is not None for s in r3_samples):
+            # R3: every position's recorded routing, laid out like input_ids (per segment: the segment's positions)
+            width = batch["prompt_ids"].shape[1]
+            routing, recorded = align_routing(
+                r3_samples, [len(p) for p in prompts], width, width + batch["completion_ids"].shape[1]
+            )
+            batch["r3_routing"], batch["r3_mask"] = routing.to(device), recorded.to(device)
+        return batch, turn_ends, turn_rewards, rows
 
     @torch.no_grad()
     def score_trajectories(
         self, trajectories: list[Trajectory], inputs: list[dict], mode: str = "train", critic_only: bool = False
     ) -> dict:
-        """Turn finished episodes into a training batch: tensors, rewards, advantages, importance weights."""
+        """Turn finished episodes into a training batch: tensors, rewards, advantages, importance weights.
+
+        One row per segment (``_pad_batch``); rewards and group advantages are per episode and every row of an
+        episode gets its episode's. In training, TRL's ``_prepare_inputs`` (trl 0.16: ``shuffle_sequence_dict``
+        then ``split_tensor_dict(batch, steps_per_generation)``) permutes every tensor of the batch with a first
+        dimension by rows (0-d tensors such as ``num_items_in_batch`` pass through) and cuts the rows into
+        ``steps_per_generation`` chunks of ``rows // steps_per_generation``, silently dropping any remainder. So the
+        rows are padded with empty ones (all masks 0, advantage 0) to a multiple of ``steps_per_generation``, and
+        the micro-batches hold rows (segments), not episodes. ``num_items_in_batch`` stays the action tokens of the
+        whole batch, so the ``dapo`` normalizer is unchanged; ``grpo``'s per-row mean counts the empty rows (a
+        smaller loss scale when there are padded rows).
+        """
         args, device = self.args, self.accelerator.device
-        batch, turn_ends, turn_rewards = self._pad_batch(trajectories)
+        multiple = args.steps_per_generation if mode == "train" and not critic_only else 1
+        batch, turn_ends, turn_rewards, rows = self._pad_batch(trajectories, multiple)
+        row_episode = torch.tensor([max(e, 0) for e in rows.episode], device=device)
+        real_row = torch.tensor([e >= 0 for e in rows.episode], device=device)
         action_mask = batch["tool_mask"].float()
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
@@ -567,9 +604,8 @@ class T1Trainer(GRPOTrainer):
             [{"role": "assistant", "content": "\n".join(m["content"] for m in t.messages if m["role"] == "assistant")}]
             for t in trajectories
         ]
-        rewards_per_func = self._calculate_rewards(
-            inputs, [x["prompt"] for x in inputs], texts, [b.tolist() for b in batch["completion_ids"]]
-        )
+        completions = [[i for v in t.segment_views() for i in v.token_ids()[len(v.prompt_ids) :]] for t in trajectories]
+        rewards_per_func = self._calculate_rewards(inputs, [x["prompt"] for x in inputs], texts, completions)
         # TRL gathers them from every process (a group may be split over processes); keep this process's slice too
         everyone = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
         rank = self.accelerator.process_index
@@ -592,16 +628,22 @@ class T1Trainer(GRPOTrainer):
 
         # ---- advantages
         if self.value_model is not None:
+            # each row is valued in its own segment's context; the episode reward sits on the last action token of
+            # its last segment (per-turn rewards on their turns, in their segments); an earlier segment bootstraps
+            # from the next segment's first action token (ppo.segment_gae)
             values = self.value_model.values(input_ids, attention_mask, width) * action_mask
             lam_critic = 1.0 if critic_only else args.gae_lambda_critic
+            row_rewards = rows.row_rewards(rewards, turn_rewards if args.per_turn_rewards else None)
             token_rewards = ppo.place_rewards(
                 action_mask,
-                rewards,
+                row_rewards,
                 turn_ends if args.per_turn_rewards else None,
                 turn_rewards if args.per_turn_rewards else None,
             )
-            _, returns = ppo.gae(token_rewards, values, action_mask, args.gamma, lam_critic)
-            advantages, _ = ppo.gae(token_rewards, values, action_mask, args.gamma, args.gae_lambda_actor)
+            _, returns = ppo.segment_gae(token_rewards, values, action_mask, rows.next_row, args.gamma, lam_critic)
+            advantages, _ = ppo.segment_gae(
+                token_rewards, values, action_mask, rows.next_row, args.gamma, args.gae_lambda_actor
+            )
             if args.whiten_advantages:  # over the whole batch: every process's part
                 advantages = ppo.masked_whiten(advantages, action_mask, reduce=self._sum_over_processes)
             batch["old_values"], batch["returns"] = values, returns
@@ -619,7 +661,8 @@ class T1Trainer(GRPOTrainer):
             else:
                 std = torch.ones_like(everyone)
             mine = slice(rank * len(rewards), (rank + 1) * len(rewards))
-            advantages = (centered / (std + 1e-4))[mine, None] * action_mask
+            per_episode = (centered / (std + 1e-4))[mine]
+            advantages = (per_episode[row_episode] * real_row)[:, None] * action_mask  # broadcast to its segments
             metrics["frac_reward_zero_std"] = (grouped.std(dim=1) < 1e-6).float().mean().item()
 
         # ---- off-policy correction: weights pi_trainer / pi_sampler folded into the advantages
@@ -641,6 +684,7 @@ class T1Trainer(GRPOTrainer):
                 metrics["off_policy/kl_sampler_trainer"] = (torch.exp(delta) - delta - 1).mean().item()
         batch["advantages"] = advantages
         batch["num_items_in_batch"] = self.accelerator.gather(action_mask.sum()).sum()
+        batch["episode_index"] = torch.tensor(rows.episode, device=device)  # -1: a padding row
 
         # ---- metrics: reward as passing checks, resolved rate, turns, drift
         means = self._episode_means(trajectories)  # the whole batch's, over every process
@@ -655,7 +699,8 @@ class T1Trainer(GRPOTrainer):
         metrics["t1/episode_errors"] = float(sum(t.termination == "error" for t in trajectories))
         metrics["t1/tito_drift_tokens"] = float(sum(loss_region_drift(t) for t in trajectories))
         metrics["t1/template_repairs"] = float(sum(len(t.drift_events) for t in trajectories))
-        metrics["t1/action_tokens_mean"] = action_mask.sum(1).float().mean().item()
+        metrics["t1/action_tokens_mean"] = action_mask.sum().item() / max(1, len(trajectories))  # per episode
+        metrics["t1/segments_mean"] = sum(t.num_segments for t in trajectories) / max(1, len(trajectories))
         if self.routing_replay is not None:
             metrics.update(self.routing_replay.metrics())  # over the old-log-prob forwards of this batch
         metrics["reward"] = everyone.mean().item()
@@ -989,6 +1034,38 @@ class T1Trainer(GRPOTrainer):
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         start, end = len(items) * rank // world, len(items) * (rank + 1) // world
         return items[start:end], start
+
+
+class _Rows:
+    """Which episode each row of a training batch holds (one row per segment; -1: a padding row) and which row
+    holds the segment after it (-1: none)."""
+
+    def __init__(self):
+        self.episode: list[int] = []
+        self.next_row: list[int] = []
+        self.last: list[bool] = []
+
+    def add(self, episode: int, last: bool) -> None:
+        row = len(self.episode)
+        if row and episode >= 0 and self.episode[row - 1] == episode and not self.last[row - 1]:
+            self.next_row[row - 1] = row
+        self.episode.append(episode)
+        self.next_row.append(-1)
+        self.last.append(last)
+
+    def row_rewards(self, episode_rewards: torch.Tensor, turn_rewards: list[list[float]] | None) -> torch.Tensor:
+        """What ``ppo.place_rewards`` puts on each row's last action token: the episode reward on its last segment,
+        nothing on earlier ones; with per-turn rewards each row keeps its own turns' rewards and the last row gets
+        the rest of the episode reward (extra reward functions)."""
+        out = torch.zeros(len(self.episode), dtype=torch.float32, device=episode_rewards.device)
+        earlier: dict[int, float] = collections.defaultdict(float)
+        for row, (e, last) in enumerate(zip(self.episode, self.last)):
+            if e < 0:
+                continue
+            own = sum(turn_rewards[row]) if turn_rewards is not None else 0.0
+            out[row] = float(episode_rewards[e]) - earlier[e] if last else own
+            earlier[e] += own
+        return out
 
 
 def checkpoint_step(path: str | Path) -> int:

@@ -18,7 +18,7 @@ from t1env.families import expand_refs
 from t1env.options import EnvOptions
 from t1train import offpolicy, ppo
 from t1train.async_rl import AsyncConfig
-from t1train.rollout import DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
+from t1train.rollout import DEFAULT_SUMMARY_PROMPT, DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
 
 ALGORITHMS = ("ppo", "grpo", "gspo")
 
@@ -53,7 +53,23 @@ class T1Config(GRPOConfig):
             "it holds). reject keeps RL from drifting into turns that never end (docs/training.md)."
         },
     )
-    max_context_tokens: int = field(default=4096, metadata={"help": "End an episode before its context exceeds this."})
+    max_context_tokens: int = field(
+        default=4096,
+        metadata={"help": "The context budget: past it an episode ends or goes on in a new segment (context_policy)."},
+    )
+    context_policy: str = field(
+        default="end",
+        metadata={
+            "help": "When the next turn would not fit max_context_tokens: end (submit for the agent), "
+            "drop_observations (a new segment: instruction + the last keep_last_turns turns) or summary (the "
+            "policy summarizes; a new segment starts from its summary + the last turns). docs/training.md."
+        },
+    )
+    keep_last_turns: int = field(default=4, metadata={"help": "Turns a new segment keeps verbatim."})
+    summary_prompt: str = field(
+        default=DEFAULT_SUMMARY_PROMPT, metadata={"help": "The request for a summary (context_policy: summary)."}
+    )
+    max_segments: int = field(default=64, metadata={"help": "Most segments per episode; past it the episode ends."})
     rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
     rollout_executor: str = field(
         default="inprocess",
@@ -290,6 +306,10 @@ class T1Config(GRPOConfig):
             return_routed_experts=self.r3,
             truncated_turns=self.truncated_turns,
             protocol=self.protocol,
+            context_policy=self.context_policy,
+            keep_last_turns=self.keep_last_turns,
+            summary_prompt=self.summary_prompt,
+            max_segments=self.max_segments,
         )
 
 

@@ -45,8 +45,7 @@ class ScriptedEngine:
     def generate(self, prompts, sampling, return_routed_experts=False, routed_experts_start=None, seeds=None):
         gens = []
         for i, prompt in enumerate(prompts):
-            n = len(self.calls)
-            text = f"Summary: I ran echo up to {n}." if prompt[-12:] == self.asked else f"```bash\necho {n}\n```"
+            text = self.reply(prompt, len(self.calls))
             ids = self.tok(text, add_special_tokens=False)["input_ids"][: sampling.max_new_tokens - 1] + [self.im_end]
             routing = start = prompt_rows = None
             if return_routed_experts:
@@ -66,6 +65,9 @@ class ScriptedEngine:
             self.calls.append((list(prompt), gen))
             gens.append(gen)
         return gens
+
+    def reply(self, prompt: list[int], n: int) -> str:
+        return f"Summary: I ran echo up to {n}." if prompt[-12:] == self.asked else f"```bash\necho {n}\n```"
 
 
 class VerboseEnv(ScriptedEnv):
