@@ -79,7 +79,7 @@ class HarnessConfig:
     def __post_init__(self):
         if not isinstance(self.harness, str) or not self.harness.strip():
             raise ValueError(
-                "rollout.harness is empty: give a command (e.g. 'python3 examples/harness/json_agent.py') "
+                "rollout.harness is empty: give a command (e.g. 'python examples/harness/json_agent.py') "
                 "or a package.module:Class"
             )
         if not self.timeout_s > 0:
@@ -212,7 +212,8 @@ class HarnessRunner:
         sampling: the trainer's sampling (pinned for every request; see the module docstring).
         config: ``concurrency``, ``max_turns`` (requests per session), ``max_context_tokens``, ``chat_template``
             and ``return_routed_experts`` are read from it.
-        harness: the harness (a :class:`HarnessConfig`, or its ``harness`` string).
+        harness: the harness (a :class:`HarnessConfig`, or its ``harness`` string); default: ``config.harness``
+            and ``config.harness_timeout_s`` (``rollout.agent: harness`` in a run's YAML).
     """
 
     def __init__(
@@ -224,13 +225,16 @@ class HarnessRunner:
         config: RolloutConfig | None = None,
         harness: HarnessConfig | str | None = None,
     ):
-        if harness is None:
-            raise ValueError("rollout.agent: harness needs rollout.harness: a command or a package.module:Class")
         self.engine = engine
         self.tokenizer = tokenizer
         self.make_env = make_env
         self.sampling = sampling
         self.config = config or RolloutConfig()
+        if harness is None:
+            harness = getattr(self.config, "harness", None)
+            if not harness:
+                raise ValueError("rollout.agent: harness needs rollout.harness: a command or a package.module:Class")
+            harness = HarnessConfig(harness, getattr(self.config, "harness_timeout_s", HarnessConfig.timeout_s))
         self.harness = harness if isinstance(harness, HarnessConfig) else HarnessConfig(harness)
         self._sampling_index: dict[str, int] = {}
         self.server: PolicyServer | None = None

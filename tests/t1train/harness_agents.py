@@ -25,7 +25,8 @@ class ForgetfulAgent(JsonAgent):
 
 class PartialAgent:
     """Asks the model twice; on seed 0 it then makes one of hello-file's checks pass (the directory, mode 750),
-    on any other seed it does nothing. Then it submits."""
+    on any other seed it does nothing, and asks its second question with a rewritten history (a new segment).
+    Then it submits."""
 
     def run(self, context) -> None:
         client = OpenAI(base_url=context.base_url, api_key="t1", max_retries=0)
@@ -33,6 +34,8 @@ class PartialAgent:
         for _ in range(2):
             reply = client.chat.completions.create(model=context.model, messages=messages, max_tokens=8)
             messages += [reply.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "go on"}]
+            if context.seed != 0:
+                messages = [messages[0], {"role": "user", "content": context.instruction + "\n(one reply so far)"}]
         if context.seed == 0:
             assert context.exec("mkdir -m 750 /app/greetings")["exit_code"] == 0
         context.submit()

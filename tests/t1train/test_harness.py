@@ -5,6 +5,7 @@ harnesses (``harness_agents.py``), and one training step on what the endpoint re
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -79,13 +80,14 @@ def test_a_harness_that_exits_non_zero_is_an_error_episode_still_scored(tiny, en
 
 
 def test_one_training_step_on_the_recorded_episodes(tiny, engine, tmp_path):
-    """A harness that passes one check on seed 0 and none on seed 1: a group with rewards 1 and 0. The trainer
-    scores the recorded trajectories (its log-probs match the sampler's) and its loss has a non-zero gradient."""
+    """A harness that passes one check on seed 0 and none on seed 1 (where it rewrites its history: two
+    segments): a group with rewards 1 and 0. The trainer scores the recorded trajectories, one row per segment
+    (its log-probs match the sampler's), and its loss has a non-zero gradient."""
     model, tokenizer = tiny
     trajs = runner(engine, tokenizer, "harness_agents:PartialAgent").run(
         [EpisodeSpec("hello-file", 0), EpisodeSpec("hello-file", 1)]
     )
-    assert [t.reward for t in trajs] == [1.0, 0.0] and all(t.num_segments == 1 for t in trajs)
+    assert [t.reward for t in trajs] == [1.0, 0.0] and [t.num_segments for t in trajs] == [1, 2]
     assert all(t.turns[-1].reward == t.reward for t in trajs)
     config = tiny_config(
         tmp_path, algorithm="grpo", per_device_train_batch_size=2, router_aux_loss_coef=0.0, train_seeds=[0]
@@ -97,8 +99,22 @@ def test_one_training_step_on_the_recorded_episodes(tiny, engine, tmp_path):
     metrics = batch.pop("_metrics")
     assert metrics["t1/tito_drift_tokens"] == 0.0
     assert metrics["off_policy/train_inference_abs_dlogp"] < 1e-3  # the recorded log-probs are the policy's
-    assert batch["advantages"][0].sum() > 0 > batch["advantages"][1].sum()
+    advantages = batch["advantages"].sum(dim=1)  # rows: episode 0, then episode 1's two segments
+    assert len(advantages) == 3 and advantages[0] > 0 > advantages[1] and advantages[2] < 0
     loss = trainer.compute_loss(trainer.model, batch)
     loss.backward()
     grads = [p.grad for p in trainer.model.parameters() if p.grad is not None]
     assert grads and any(g.abs().sum() > 0 for g in grads) and torch.isfinite(loss)
+
+
+@pytest.mark.parametrize(
+    "harness,message",
+    [
+        ("  ", "rollout.harness is empty"),
+        ("nosuch.module:Agent", "cannot import 'nosuch.module'"),
+        ("t1train.harness:Missing", "has no class 'Missing' with a run(context) method"),
+    ],
+)
+def test_a_bad_harness_is_an_error_that_says_what_to_give(harness, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        HarnessConfig(harness)

@@ -5,6 +5,8 @@ kept)."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 import urllib.error
 import urllib.request
@@ -248,3 +250,9 @@ def test_sessions_and_the_shell_api_answer_404_where_there_is_nothing(served):
     assert code == 404 and "has no shell" in answer["error"]["message"]
     models = json.load(urllib.request.urlopen(f"{server.url}/v1/models"))
     assert [m["id"] for m in models["data"]] == ["tiny"]
+
+
+@pytest.mark.parametrize("module", ["t1train.serve", "t1train.harness"])
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
