@@ -8,6 +8,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import json
+import threading
 import urllib.error
 import urllib.request
 
@@ -30,8 +31,13 @@ class RecordingEngine:
         self.moe_layers = engine.moe_layers
         self.max_context_length = engine.max_context_length
         self.calls: list[tuple[list[int], object]] = []
+        self.gate: threading.Event | None = None  # when set: generate waits for it (a request held in flight)
+        self.entered = threading.Event()
 
     def generate(self, prompts, sampling, return_routed_experts=False, **kw):
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(timeout=60)
         gens = self.engine.generate(prompts, sampling, return_routed_experts, **kw)
         self.calls.extend(zip([list(p) for p in prompts], gens))
         return gens
@@ -239,6 +245,26 @@ def test_a_bad_request_is_a_4xx_with_an_openai_error_body(served, body, status, 
     code, answer = _post(f"{server.url}/v1/chat/completions", body)
     assert code == status, answer
     assert needle in answer["error"]["message"] and answer["error"]["type"] == "invalid_request_error"
+
+
+def test_a_session_takes_one_request_at_a_time(served):
+    """While a session's request is in flight, a second one in that session is a 409 (the first is recorded, the
+    refused one is not; another session is unaffected)."""
+    server, engine = served
+    messages = [SYSTEM, {"role": "user", "content": "wait"}]
+    engine.gate, engine.entered = threading.Event(), threading.Event()
+    first = threading.Thread(target=lambda: client(server, "one").chat.completions.create(model="t", messages=messages))
+    first.start()
+    try:
+        assert engine.entered.wait(timeout=60)  # the first request is in the engine now
+        with pytest.raises(openai.ConflictError, match="already has a request in flight"):
+            client(server, "one").chat.completions.create(model="t", messages=messages)
+    finally:
+        engine.gate.set()
+        first.join(timeout=60)
+        engine.gate = None
+    client(server, "two").chat.completions.create(model="t", messages=messages)
+    assert len(recorded(server, "one").turns) == len(recorded(server, "two").turns) == 1
 
 
 def test_sessions_and_the_shell_api_answer_404_where_there_is_nothing(served):
