@@ -8,6 +8,9 @@ from __future__ import annotations
 import doctest
 import importlib
 import json
+import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -282,3 +285,44 @@ def test_sessions_and_the_shell_api_answer_404_where_there_is_nothing(served):
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_session_is_named_by_the_path_the_header_or_the_user_field(served):
+    server, _ = served
+    plain = openai.OpenAI(base_url=f"{server.url}/v1", api_key="t1", max_retries=0)
+    messages = [SYSTEM, {"role": "user", "content": "hi"}]
+    before = set(server.sessions)
+    plain.chat.completions.create(model="t", messages=messages)  # no session: answered, not recorded
+    assert set(server.sessions) == before
+    plain.chat.completions.create(model="t", messages=messages, user="by-user")
+    plain.chat.completions.create(model="t", messages=messages, extra_headers={"X-T1-Session": "by-header"})
+    client(server, "by-path").chat.completions.create(model="t", messages=messages, user="ignored")
+    assert set(server.sessions) - before == {"by-user", "by-header", "by-path"}
+
+
+@pytest.mark.slow
+def test_the_t1train_serve_command_serves_and_records():
+    """``t1train serve`` as a user starts it: a process on a port, the openai client on a session's base_url."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "t1train", "serve", "--port", str(port), "--max-new-tokens", "4"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # uvicorn says when it listens; EOF means the command failed
+            lines.append(line)
+            if "Uvicorn running on" in line:
+                break
+        assert "Uvicorn running on" in lines[-1], "".join(lines)
+        assert any(f"http://127.0.0.1:{port}/t1/s/SESSION/v1" in line for line in lines)
+        base = f"http://127.0.0.1:{port}"
+        c = openai.OpenAI(base_url=f"{base}/t1/s/cli/v1", api_key="t1", max_retries=0)
+        reply = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+        assert 1 <= reply.usage.completion_tokens <= 4
+        with urllib.request.urlopen(f"{base}/t1/sessions/cli") as response:
+            traj = Trajectory.from_dict(json.load(response))
+        assert len(traj.turns) == 1 and len(traj.turns[0].sampled_ids) == reply.usage.completion_tokens
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
