@@ -194,3 +194,79 @@ def test_max_segments_bounds_the_episode(tiny):
 def test_bad_policy_settings_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
         RolloutConfig(**kw)
+
+
+# ------------------------------------------------------------------------------------------------ the real tiny model
+class RecordingEngine:
+    """Passes calls through to a real engine and keeps every (prompt, generation) pair."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+        self.max_concurrency = engine.max_concurrency
+
+    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
+        gens = self.engine.generate(prompts, sampling, return_routed_experts, **kwargs)
+        self.calls += [(list(p), g) for p, g in zip(prompts, gens)]
+        return gens
+
+
+def check_real(model, engine, traj, ctx, max_new):
+    """As ``check_exact``, with the model itself: every segment's full forward routes as the sampler recorded
+    (R3 agreement 1.0) and reproduces the sampler's log-probs in the loss region."""
+    import torch
+
+    from t1train.r3 import RoutingRecorder, moe_layers, routing_agreement
+
+    by_prompt = {tuple(p): g for p, g in engine.calls}
+    for view in traj.segment_views():
+        seq = view.token_ids()
+        for turn in view.turns:
+            g = by_prompt[tuple(seq[: turn.prompt_len])]
+            assert g.token_ids == turn.sampled_ids and turn.prompt_len + max_new <= ctx
+        assert segment_drift(view) == 0
+        with RoutingRecorder(moe_layers(model)) as rec, torch.no_grad():
+            logits = model(torch.tensor([seq])).logits[0].float()
+        rows, recorded = view.routed_experts_by_position()
+        assert sum(recorded) > 0
+        live = rec.stacked(1, len(seq))[0]
+        assert routing_agreement(torch.tensor(rows), live, torch.tensor(recorded)) == 1.0
+        lp = torch.log_softmax(logits, -1)
+        mask, sampler = view.loss_mask(), view.sampler_logprobs()
+        got = [lp[i - 1, seq[i]].item() for i in range(1, len(seq)) if mask[i]]
+        assert got == pytest.approx([sampler[i] for i in range(1, len(seq)) if mask[i]], abs=1e-4)
+
+
+def run_real(tiny, tiny_engine, policy, max_turns, ctx, max_new=8, episodes=2):
+    model, tok = tiny
+    engine = RecordingEngine(tiny_engine)
+    config = RolloutConfig(
+        system_prompt="Use ```bash blocks.",
+        max_turns=max_turns,
+        max_context_tokens=ctx,
+        context_policy=policy,
+        keep_last_turns=2,
+        return_routed_experts=True,
+        concurrency=episodes,
+    )
+    runner = RolloutRunner(
+        engine, tok, lambda t: ScriptedEnv(t, max_turns=10_000), SamplingParams(max_new_tokens=max_new, seed=0), config
+    )
+    trajs = runner.run([EpisodeSpec("scripted", s) for s in range(episodes)])
+    for traj in trajs:
+        assert traj.termination == "max_turns" and traj.num_turns == max_turns and traj.num_segments >= 2
+        assert {s.reason for s in traj.segments[1:]} == {policy}
+        check_real(model, engine, traj, ctx, max_new)
+    return trajs
+
+
+def test_real_tiny_model_continues_past_the_context(tiny, tiny_engine):
+    """The tiny model through HFEngine (it rarely writes an action: most turns are answered with the format help):
+    12 turns in 400 tokens under drop_observations (``summary`` with the real model: the slow test below)."""
+    run_real(tiny, tiny_engine, "drop_observations", max_turns=12, ctx=400)
+
+
+@pytest.mark.slow
+def test_real_tiny_model_300_turns_in_2048_tokens(tiny, tiny_engine):
+    for policy in ("drop_observations", "summary"):
+        trajs = run_real(tiny, tiny_engine, policy, max_turns=300, ctx=2048, max_new=16, episodes=1)
+        assert trajs[0].num_segments >= 3
