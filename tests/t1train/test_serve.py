@@ -22,6 +22,7 @@ import torch
 from t1train.engines.base import SamplingParams
 from t1train.engines.hf import HFEngine
 from t1train.serve import PolicyServer, parse_tool_calls
+from t1train.sft import OracleEngine
 from t1train.trajectory import Trajectory
 
 
@@ -31,8 +32,8 @@ class RecordingEngine:
     def __init__(self, engine):
         self.engine = engine
         self.max_concurrency = engine.max_concurrency
-        self.moe_layers = engine.moe_layers
-        self.max_context_length = engine.max_context_length
+        self.moe_layers = getattr(engine, "moe_layers", [])
+        self.max_context_length = getattr(engine, "max_context_length", None)
         self.calls: list[tuple[list[int], object]] = []
         self.gate: threading.Event | None = None  # when set: generate waits for it (a request held in flight)
         self.entered = threading.Event()
@@ -209,6 +210,47 @@ def test_tools_are_rendered_and_tool_messages_extend_the_session(served):
     assert server.tokenizer.decode(traj.turns[0].bridge_ids).endswith(
         "<|im_start|>tool\nok<|im_end|>\n<|im_start|>assistant\n"
     )
+    assert_no_drift(traj, engine)
+
+
+# ChatML that renders the tools and assistant tool calls (the tiny model's own template renders neither)
+TOOLS_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\nTools:{% for t in tools %} {{ t.function.name }}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}"
+    "{% for c in message.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CALL = '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+
+
+def test_a_sampled_tool_call_is_returned_in_the_openai_format_and_its_answer_extends_the_session(tiny):
+    """An engine that writes a Hermes tool call (t1's OracleEngine replays scripted turns as ids): the reply
+    carries it as ``tool_calls`` (plain and streamed), and the harness's echo of it (``content: null`` plus the
+    call) followed by the tool's answer extends the session through the TITO bridge."""
+    _, tokenizer = tiny
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    engine = RecordingEngine(OracleEngine(tokenizer, {"list files": [CALL, "all done"]}))
+    with PolicyServer(engine, tokenizer, chat_template=TOOLS_TEMPLATE) as server:
+        c = client(server, "calls")
+        messages = [{"role": "user", "content": "list files"}]
+        first = c.chat.completions.create(model="t", messages=messages, tools=tools)
+        message = first.choices[0].message
+        assert first.choices[0].finish_reason == "tool_calls" and message.content is None
+        [call] = message.tool_calls
+        assert call.function.name == "bash" and json.loads(call.function.arguments) == {"command": "ls"}
+        messages += [message.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": "a"}]
+        second = c.chat.completions.create(model="t", messages=messages, tools=tools)
+        assert second.choices[0].message.content == "all done" and second.choices[0].finish_reason == "stop"
+        stream = client(server, "streamed").chat.completions.create(
+            model="t", messages=messages[:1], tools=tools, stream=True
+        )
+        deltas = [d for ch in stream for d in (ch.choices[0].delta.tool_calls or []) if ch.choices]
+        assert [(d.function.name, json.loads(d.function.arguments)) for d in deltas] == [("bash", {"command": "ls"})]
+        traj = recorded(server, "calls")
+    assert [s.reason for s in traj.segments] == ["start"] and len(traj.turns) == 2
+    assert "Tools: bash" in tokenizer.decode(traj.prompt_ids)  # the tools went through the template
+    assert tokenizer.decode(traj.turns[0].sampled_ids) == CALL + "<|im_end|>"
+    assert tokenizer.decode(traj.turns[0].bridge_ids) == "\n<|im_start|>tool\na<|im_end|>\n<|im_start|>assistant\n"
     assert_no_drift(traj, engine)
 
 
