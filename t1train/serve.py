@@ -342,22 +342,20 @@ class Session:
         self.last_tools: list[dict] | None = None
         self.last_generation: Generation | None = None
         self.ids: list[int] = []  # last prompt + sampled ids: the current segment's sequence so far
-        self.metadata: dict = {}
 
     def trajectory(self, task_id: str = "harness", seed: int | None = None) -> Trajectory:
         """The recorded turns as a :class:`Trajectory` (reward, checks and termination are the runner's)."""
-        prompt = self.segments[0].prompt_ids if self.segments else []
-        traj = Trajectory(
+        prompt = self.segments[0].prompt_ids if self.segments else []  # no turn yet: one empty segment
+        return Trajectory(
             task_id=task_id,
             seed=seed,
             prompt_ids=list(prompt),
             turns=list(self.turns),
             messages=list(self.messages),
             drift_events=list(self.drift_events),
-            metadata={"session": self.id, **self.metadata},
-            segments=list(self.segments) or [],
+            metadata={"session": self.id},
+            segments=list(self.segments),
         )
-        return traj
 
 
 @dataclass
@@ -372,6 +370,7 @@ class _Prepared:
     bridge_ids: list[int] = field(default_factory=list)
     routed_experts_start: int = 0
     new_messages: list[dict] = field(default_factory=list)
+    drift: dict | None = None  # the bridge's repair (a non-prefix-preserving template), recorded with the turn
 
 
 class _ToolTito(Tito):
@@ -591,8 +590,9 @@ class PolicyServer:
             future = self._engine_thread.submit(prepared.prompt, sampling, prepared.routed_experts_start)
             try:
                 gen = await asyncio.wrap_future(future)
-            except ValueError as err:  # the engine refused the prompt (e.g. its context is full)
-                raise APIError(400, str(err), "messages", "context_length_exceeded") from None
+            except ValueError as err:  # the engine refused the request (e.g. its context is full)
+                code = "context_length_exceeded" if "context" in str(err) else None
+                raise APIError(400, str(err), "messages", code) from None
             if session is not None:
                 self._record(prepared, gen)
         finally:
@@ -668,8 +668,6 @@ class PolicyServer:
             if extends:
                 new = messages[n + 1 :]
                 bridge = tito.bridge(session.last_messages, session.last_generation, new, len(session.turns) - 1)
-                if bridge.drift is not None:
-                    session.drift_events.append(bridge.drift.to_dict())
                 last = session.turns[-1]
                 prepared = _Prepared(
                     session,
@@ -680,6 +678,7 @@ class PolicyServer:
                     bridge.ids,
                     routed_experts_start=max(0, last.prompt_len + len(last.sampled_ids) - 1),
                     new_messages=new,
+                    drift=bridge.drift.to_dict() if bridge.drift is not None else None,
                 )
         if prepared is None:
             reason = "start" if session is None or not session.turns else "non_prefix"
@@ -700,6 +699,8 @@ class PolicyServer:
     def _record(self, prepared: _Prepared, gen: Generation) -> None:
         session = prepared.session
         with self._lock:
+            if prepared.drift is not None:
+                session.drift_events.append(prepared.drift)
             if prepared.new_segment is None:
                 session.turns[-1].bridge_ids = list(prepared.bridge_ids)
                 session.turns[-1].observation = "\n".join(m.get("content", "") for m in prepared.new_messages)
