@@ -17,6 +17,7 @@ from t1train.engines.base import SamplingParams
 from t1train.engines.hf import HFEngine
 from t1train.harness import HarnessConfig, HarnessRunner
 from t1train.rollout import EpisodeSpec, RolloutConfig, make_env_factory
+from t1train.sft import OracleEngine
 from t1train.trainer import T1Trainer
 
 from .conftest import tiny_config
@@ -64,6 +65,22 @@ def test_the_example_harness_is_recorded_exactly_and_scored_by_the_env(tiny, eng
         assert "ShellPilot" in traj.messages[0]["content"]  # the harness's own system prompt, not t1's
         assert_no_drift(traj, engine)
     assert trajs[0].turns[0].sampled_ids != trajs[1].turns[0].sampled_ids  # each episode its own sampling stream
+
+
+def test_the_example_harness_runs_a_tool_call_through_the_shell_api(tiny):
+    """With ``--tools``: a Hermes tool call from a scripted engine (OracleEngine) reaches the example harness as an
+    OpenAI tool call, the harness runs it through the exec API (HTTP, from its subprocess), and the verifier credits
+    what it did: the directory check, 1 of 5. The tool's answer extends the session."""
+    _, tokenizer = tiny
+    call = '<tool_call>{"name": "bash", "arguments": {"command": "mkdir -m 750 /app/greetings"}}</tool_call>'
+    oracle = RecordingEngine(OracleEngine(tokenizer, {"Set up a small greeting area": [call, "done"]}))
+    [traj] = runner(oracle, tokenizer, EXAMPLE + " --tools --max-steps 4").run([EpisodeSpec("hello-file", 0)])
+    assert traj.error is None, traj.metadata.get("harness_stderr")
+    assert traj.metadata["commands"] == 1 and traj.termination == "submit"
+    assert (traj.reward, traj.checks["passed"], traj.checks["total"]) == (1.0, 1, 5)
+    assert len(traj.turns) == 2 and [s.reason for s in traj.segments] == ["start"]
+    assert tokenizer.decode(traj.turns[0].bridge_ids).startswith("\n<|im_start|>tool\nOutput:")
+    assert_no_drift(traj, oracle)
 
 
 def test_a_harness_that_rewrites_its_history_gets_new_segments(tiny, engine):
