@@ -344,6 +344,8 @@ class HarnessRunner:
             "T1_SHELL_URL": shell_url,
             "T1_MODEL": self.harness.model_name,
         }
+        for name in ("NO_PROXY", "no_proxy"):  # the endpoint is on loopback: never through a proxy
+            env[name] = ",".join(filter(None, ["127.0.0.1,localhost", os.environ.get(name)]))
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(
                 ["bash", "-c", self.harness.harness],
