@@ -142,9 +142,8 @@ class NoOpHarness:
 class EpisodeShell:
     """One episode's env behind the exec/submit API; thread-safe, and done once the env says so."""
 
-    def __init__(self, env, on_step: Callable[[float], None] | None = None):
+    def __init__(self, env):
         self.env = env
-        self.on_step = on_step
         self.done = False
         self.reward = 0.0
         self.info: dict = {}
