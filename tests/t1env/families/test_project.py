@@ -4,7 +4,7 @@ test split, deterministic per seed.
 Cheap by design (issue 28): the generator is checked without a sandbox, and the ordered partial credit by running
 the instance's real checks with pytest on a copy of its environment in a temporary folder, after a prefix of the
 oracle's own commands (each run by bash there). Full episodes in the local and Docker sandboxes are what
-`test_calibration.py` and CI's `t1env validate --all` play for seeds 0 and 1.
+CI's `t1env validate --all` plays for seeds 0 and 1.
 """
 
 import re
