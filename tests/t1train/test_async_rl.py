@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,51 @@ def test_stale_groups_are_dropped_or_downweighted_and_counted(tiny, scripted_env
         assert taken.metrics["async/dropped_episodes"] == 0.0
     for key in ("async/trainer_idle_fraction", "async/sampler_idle_fraction"):
         assert 0.0 <= taken.metrics[key] <= 1.0
+
+
+def test_stop_abandons_the_episodes_in_flight_and_closes_their_envs(tiny, scripted_env):
+    """Every env's reset blocks until released: stop() is called with the whole first batch in flight; once the
+    resets return, the next generate call ends the agent loop, which closes every env."""
+    model, tokenizer = tiny
+    release, both_made, envs = threading.Event(), threading.Event(), []
+
+    class BlockingEnv(scripted_env):
+        def reset(self, seed=None):
+            release.wait()
+            return super().reset(seed)
+
+    def make_env(task):
+        envs.append(BlockingEnv(task))
+        if len(envs) == 2:
+            both_made.set()
+        return envs[-1]
+
+    runner = None
+    producer = AsyncRollouts(
+        lambda more, on_episode: runner.run([], on_episode, more),
+        rows=[("scripted", 0)],
+        num_generations=2,
+        groups_per_step=1,
+        config=AsyncConfig(max_staleness=0),
+    )
+    runner = RolloutRunner(
+        producer.stoppable(HFEngine(model, tokenizer)),
+        tokenizer,
+        make_env,
+        SamplingParams(max_new_tokens=4, seed=0),
+        RolloutConfig(max_turns=1, system_prompt="Act."),
+    )
+    producer.start()
+    assert both_made.wait(timeout=300)  # the group is in flight, its resets blocked
+    stopper = threading.Thread(target=producer.stop)
+    stopper.start()
+    with producer._cond:  # stop() has said stop (it now waits for the producer thread) before the resets return
+        assert producer._cond.wait_for(lambda: producer._stop, timeout=300)
+    release.set()
+    stopper.join(timeout=300)
+    assert not stopper.is_alive()
+    assert len(envs) == 2 and all(env.closed for env in envs)
+    assert not producer._finished and producer._error is None  # abandoned, not finished, not an error
 
 
 def test_producer_errors_reach_the_trainer(tiny):
