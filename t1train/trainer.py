@@ -475,7 +475,8 @@ class T1Trainer(GRPOTrainer):
         return batch
 
     def stop_async(self) -> None:
-        """Stop the async producer (it lets its episodes in flight finish); a later step starts a new one."""
+        """Stop the async producer: its episodes in flight are abandoned at their next generate call and their envs
+        closed (``AsyncRollouts.stop``); a later step starts a new producer."""
         producer, self.async_rollouts = self.async_rollouts, None
         if producer is not None:
             producer.stop()
