@@ -227,7 +227,24 @@ LEARNING = {
 }
 
 
-def learning_run(seed: int, work: Path, name: str, steps: int, baseline: bool) -> dict:
+def sft_seed(seed: int, work: Path, sft_steps: int | None) -> int:
+    """The seed's SFT warm-start (the recipe's, or ``sft_steps`` long), saved under ``work`` once."""
+    torch.set_num_threads(1)
+    from learning_curve import _config
+
+    from t1train.models import load_model_and_tokenizer
+    from t1train.pipeline import run_sft_section
+
+    cfg, targs = _config(seed, work, {}, None, "sft")
+    if not (Path(cfg.sft.output_dir) / "config.json").is_file():
+        if sft_steps is not None:
+            cfg.sft.max_steps = sft_steps
+        model, tokenizer = load_model_and_tokenizer(cfg.model)
+        run_sft_section(cfg, targs, model.train(), tokenizer)
+    return seed
+
+
+def learning_run(seed: int, work: Path, name: str, steps: int, baseline: bool, episodes: int | None) -> dict:
     """One variant of the recipe from the seed's SFT warm-start: train ``steps`` steps, score the held-out episodes
     (and, with ``baseline``, the SFT policy first)."""
     torch.set_num_threads(1)
@@ -240,7 +257,7 @@ def learning_run(seed: int, work: Path, name: str, steps: int, baseline: bool) -
     model, tokenizer = load_model_and_tokenizer(cfg.sft.output_dir)
     trainer = T1Trainer(model.train(), targs, processing_class=tokenizer)
     tasks, seeds = eval_specs(cfg, targs)
-    n = cfg.eval.episodes_per_task
+    n = episodes or cfg.eval.episodes_per_task
     before = trainer.evaluate_episodes(tasks, seeds, cfg.eval.temperature, n, "eval-before") if baseline else None
     t0 = time.monotonic()
     trainer.train()
@@ -262,13 +279,12 @@ def learning(args: argparse.Namespace) -> None:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from learning_curve import sft_once
-
     work = Path(args.work)
     ctx = get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
-        for seed in pool.map(sft_once, args.seeds, [work] * len(args.seeds)):
-            print(f"sft seed {seed['seed']}: {seed['sft_seconds']:.0f} s", flush=True)
+        n = len(args.seeds)
+        for seed in pool.map(sft_seed, args.seeds, [work] * n, [args.sft_steps] * n):
+            print(f"sft seed {seed} ready", flush=True)
         jobs = [(seed, name) for seed in args.seeds for name in LEARNING]
         runs = list(
             pool.map(
@@ -278,6 +294,7 @@ def learning(args: argparse.Namespace) -> None:
                 [n for _, n in jobs],
                 [args.rl_steps] * len(jobs),
                 [n == "sync" for _, n in jobs],
+                [args.eval_episodes] * len(jobs),
             )
         )
     (work / "learning.json").write_text(json.dumps(runs, indent=1))
@@ -286,8 +303,8 @@ def learning(args: argparse.Namespace) -> None:
 
 def render_learning(runs: list[dict], args: argparse.Namespace) -> str:
     lines = [
-        f"{args.rl_steps} optimizer steps from each seed's SFT warm-start; held-out: chain's 11 test instances x 16 "
-        "episodes",
+        f"{args.rl_steps} optimizer steps from each seed's SFT warm-start ({args.sft_steps or 1200} steps); held-out: "
+        f"chain's 11 test instances x {args.eval_episodes or 16} episodes",
         "",
         "| variant | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean | RL wall (s, mean) | dropped |",
         "|---|" + "---|" * (len(args.seeds) + 3),
@@ -329,6 +346,8 @@ def main() -> None:
     parser.add_argument("--learning", action="store_true", help="compare learning instead (see the docstring)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rl-steps", type=int, default=24)
+    parser.add_argument("--sft-steps", type=int, default=None, help="shorter SFT than the recipe's 1200 steps")
+    parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per instance (16)")
     parser.add_argument("--jobs", type=int, default=2, help="learning runs at once (one CPU thread each)")
     parser.add_argument("--work", default=str(Path(__file__).resolve().parent.parent / "runs" / "async_rl"))
     args = parser.parse_args()
