@@ -12,7 +12,14 @@ What is asserted, with the numbers behind the margins (docs/benchmarks-training.
 * RL raises the held-out resolved rate by more than ``RESOLVED_3X`` (the same, for the resolved rate): the
   demonstrator's slips, which SFT copied about half of the time, are what the verifier's checks teach it to drop;
 * RL does not collapse: the held-out passing fraction after RL is at least its value before minus ``PASSING_3X``;
-* every optimizer step ran, the critic warm-started, and no step logged a zero-variance batch of nothing but zeros.
+* every optimizer step ran, the critic warm-started, and no step logged a zero-variance batch of nothing but zeros;
+* what a user of the command sees and gets: the health line of each step, the critic saved beside the policy, the
+  SFT model, and ``t1train eval`` scoring the trained model (one held-out episode per instance).
+
+The random-init policy is scored on 2 episodes per held-out instance: it resolves nothing and passes no check, and the
+margin asserted is SFT's (0.1 against its ~0.7). This test also stands for the CLI's end-to-end run: a shortened
+copy of it (``test_tiny_cpu_config_runs_end_to_end``) played ~300 more episodes to check the same outputs; the
+``t1train train`` command line itself runs in ``test_multiprocess.py`` (torchrun, two processes).
 
 One run, seed 0, no second try: a shortfall is a regression to look at. If this test fails, rerun
 ``python bench/learning_curve.py --seeds 0 1 2`` to tell a recipe regression from one seed, and report what it shows.
@@ -20,8 +27,11 @@ One run, seed 0, no second try: a shortfall is a regression to look at. If this 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
+import yaml
 
 SEED = 0
 # Eval noise, measured (bench/learning_curve.py): the seed-0 SFT policy scored with 4 sampling seeds had resolved
@@ -33,14 +43,16 @@ PASSING_3X = 0.10  # > 3 x the noise of a difference of two passing fractions (0
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # about 12 minutes on a quiet 2-core machine
-def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
-    from t1train.config import build_t1_config, load_train_config
+def test_readme_training_command_learns_and_does_not_collapse(tmp_path, capsys):
+    from t1train.cli import main
+    from t1train.config import BUILTIN_CONFIGS, build_t1_config, load_train_config
     from t1train.models import load_model_and_tokenizer
     from t1train.pipeline import eval_specs, train_and_evaluate
     from t1train.trainer import T1Trainer
 
     cfg = load_train_config("tiny-cpu")
-    targs = build_t1_config({**cfg.train, "seed": SEED, "output_dir": str(tmp_path / "rl"), "save_strategy": "no"})
+    out = tmp_path / "rl"
+    targs = build_t1_config({**cfg.train, "seed": SEED, "output_dir": str(out), "save_strategy": "no"})
     cfg.sft.output_dir = str(tmp_path / "sft")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny model on a shared CPU: one thread is the fast setting
@@ -53,9 +65,7 @@ def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
             ),
             processing_class=tokenizer,
         )
-        random_init = probe.evaluate_episodes(
-            *eval_specs(cfg, probe.args), cfg.eval.temperature, cfg.eval.episodes_per_task
-        )
+        random_init = probe.evaluate_episodes(*eval_specs(cfg, probe.args), cfg.eval.temperature, 2)
         run = train_and_evaluate(cfg, targs, model, tokenizer, quiet=True)
     finally:
         torch.set_num_threads(threads)
@@ -79,3 +89,15 @@ def test_readme_training_command_learns_and_does_not_collapse(tmp_path):
     assert not dead, (
         f"steps with every episode at 0 and no signal: {[trainer.state.log_history.index(h) for h in dead]}"
     )
+    # what the user of the command sees and gets
+    text = capsys.readouterr().out
+    assert re.search(r"^step 1  resolved \d\.\d\d  pass \d\.\d\d  group-var .* entropy .* ev (n/a|-?\d)", text, re.M), (
+        text
+    )
+    assert (out / "value_model" / "value_head.pt").exists() and (tmp_path / "sft").is_dir()
+    raw = yaml.safe_load((BUILTIN_CONFIGS / "tiny-cpu.yaml").read_text())
+    raw["eval"]["episodes_per_task"] = 1
+    short = tmp_path / "tiny-cpu-eval.yaml"
+    short.write_text(yaml.safe_dump(raw))
+    assert main(["eval", "--config", str(short), "--model", str(out), "--output-dir", str(tmp_path / "e")]) == 0
+    assert re.search(r"eval\s+passed \d", capsys.readouterr().out)
