@@ -76,7 +76,7 @@ def _assert_nothing_leaked(report: dict) -> None:
 
 @pytest.mark.slow
 def test_local_soak_leaks_nothing(sandbox_tmpdir, tmp_path):
-    report, _ = _soak(sandbox_tmpdir, tmp_path / "soak.json", "local", episodes=100, envs=4)
+    report, _ = _soak(sandbox_tmpdir, tmp_path / "soak.json", "local", episodes=60, envs=4)
     _assert_nothing_leaked(report)
     assert list(sandbox_tmpdir.iterdir()) == []  # the run's temp folder (episode folders inside) is gone
 
@@ -90,7 +90,7 @@ def test_docker_soak_leaks_nothing(sandbox_tmpdir, tmp_path):
     ready, why = engine_ready(DEFAULT_BASE)
     if not ready:
         pytest.skip(why)
-    report, pid = _soak(sandbox_tmpdir, tmp_path / "soak.json", "docker", episodes=40, envs=4)
+    report, pid = _soak(sandbox_tmpdir, tmp_path / "soak.json", "docker", episodes=24, envs=4)
     _assert_nothing_leaked(report)
     assert report["leaks"]["containers"] == 0 and report["leaks"]["volumes"] == 0
     assert report["after"]["volumes"] == 0  # every volume its containers used is gone
