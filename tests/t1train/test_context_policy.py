@@ -266,27 +266,11 @@ def test_real_tiny_model_continues_past_the_context(tiny, tiny_engine):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # 23 minutes on the shared 2-core development machine at load 14
-def test_real_tiny_model_300_turns_in_2048_tokens_then_a_trainer_step(tiny, tiny_engine, tmp_path):
-    """Rollout -> segments -> one trainer step: the tiny model plays 300 turns in 2048 tokens under each policy
-    (exact ids, drift 0 and R3 agreement 1.0 in every segment, no prompt past the context), then T1Trainer takes a
-    step on the two episodes as one group, one row per segment."""
-    import copy
-
-    from t1train.trainer import T1Trainer
-
-    from .conftest import tiny_config
-
-    trajs = []
-    for policy in ("drop_observations", "summary"):
-        (traj,) = run_real(tiny, tiny_engine, policy, max_turns=300, ctx=2048, max_new=16, episodes=1)
-        assert traj.num_segments >= 3
-        trajs.append(traj)
-    model, tok = tiny
-    cfg = tiny_config(tmp_path / "out", algorithm="grpo", num_generations=2, per_device_train_batch_size=2)
-    trainer = T1Trainer(copy.deepcopy(model), cfg, processing_class=tok, make_env=lambda t: ScriptedEnv(t))
-    trainer.rollout = lambda specs, sampling=None, phase="train", first_index=0: trajs  # the episodes above
-    trainer.train()
-    logs = trainer.state.log_history[0]
-    assert trainer.state.global_step == 1 and logs["t1/tito_drift_tokens"] == 0
-    assert logs["t1/segments_mean"] == sum(t.num_segments for t in trajs) / 2
+def test_real_tiny_model_300_turns_in_2048_tokens(tiny, tiny_engine):
+    """The tiny model plays 300 turns in 2048 tokens under ``summary`` (the policy that samples its own summaries):
+    exact ids, drift 0 and R3 agreement 1.0 in every segment, no prompt past the context. The trainer's step on
+    multi-segment episodes is ``test_segments.py``'s; both policies at 2048 and 4096 tokens with a training step
+    each, and their time and memory, are ``bench/long_episode.py``'s (docs/benchmarks-training.md, about 8 min of
+    CPU and up to 8 GB for the steps: too heavy for CI)."""
+    (traj,) = run_real(tiny, tiny_engine, "summary", max_turns=300, ctx=2048, max_new=16, episodes=1)
+    assert traj.num_segments >= 3

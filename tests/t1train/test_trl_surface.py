@@ -71,7 +71,7 @@ def test_the_check_names_a_changed_or_missing_method_in_one_line():
     cases = {
         "_calculate_rewards": "new required parameters ('mode',) that t1 does not pass",
         "_get_per_token_logps_and_entropies": "t1 passes ('self', 'model', 'input_ids', 'attention_mask', "
-        "'logits_to_keep', 'batch_size')",
+        "'logits_to_keep', 'batch_size', 'compute_entropy', 'compute_aux_loss')",
         "_generate_and_score_completions": "t1's override takes ('self', 'inputs')",  # TRL would pass mode=
     }
     for name, why in cases.items():
