@@ -27,6 +27,7 @@ from t1env.argtypes import at_least_one
 from t1env.executor import make_executor
 from t1train.config import EngineConfig, load_rollout_config
 from t1train.engines.base import EngineError, SamplingParams
+from t1train.harness import HarnessRunner
 from t1train.pipeline import (
     build_engine,
     eval_specs,
@@ -109,7 +110,8 @@ def cmd_rollout(args) -> int:
             log.append(traj.to_dict())
 
         engine, tokenizer = build_engine(cfg.engine)
-        runner = RolloutRunner(engine, tokenizer, make_env, cfg.sampling, cfg.rollout)
+        runner_class = HarnessRunner if cfg.rollout.agent == "harness" else RolloutRunner
+        runner = runner_class(engine, tokenizer, make_env, cfg.sampling, cfg.rollout)
         t0 = time.monotonic()
         try:
             new = runner.run([specs[i] for i in todo], on_episode=save)

@@ -130,6 +130,13 @@ class RolloutConfig:
     """The request for a summary (``context_policy: summary``), sent after the turn that filled the context."""
     max_segments: int = 64
     """Most segments per episode; past it the episode ends at the context limit as under ``end``."""
+    agent: str = "loop"
+    """Who plays the episodes: ``loop`` (this agent loop) or ``harness`` (your own agent program through an
+    OpenAI-compatible endpoint that records the sampled tokens: ``t1train/harness.py``, docs/training.md)."""
+    harness: str | None = None
+    """With ``agent: harness``: a shell command, or ``package.module:Class``."""
+    harness_timeout_s: float = 900.0
+    """With ``agent: harness``: seconds a harness command may run per episode before it is killed (still scored)."""
 
     def __post_init__(self):
         if self.concurrency < 1 or self.max_turns < 1:
@@ -138,6 +145,10 @@ class RolloutConfig:
             raise ValueError(
                 f"context_policy must be one of {', '.join(CONTEXT_POLICIES)}, got {self.context_policy!r}"
             )
+        if self.agent not in ("loop", "harness"):
+            raise ValueError(f"agent must be 'loop' or 'harness', got {self.agent!r}")
+        if self.agent == "harness" and not (self.harness or "").strip():
+            raise ValueError("agent: harness needs harness: a command or a package.module:Class (docs/training.md)")
         if self.keep_last_turns < 0 or self.max_segments < 1:
             raise ValueError(
                 f"keep_last_turns must be >= 0 and max_segments >= 1, got {self.keep_last_turns} and {self.max_segments}"

@@ -83,6 +83,7 @@ from t1train import offpolicy, ppo
 from t1train.async_rl import AsyncRollouts
 from t1train.engines.base import SamplingParams, episode_seed
 from t1train.engines.hf import HFEngine
+from t1train.harness import HarnessRunner
 from t1train.models import load_model_and_tokenizer, unpatch_forward
 from t1train.r3 import RoutingReplay, align_routing, engine_routing_shape
 from t1train.rollout import EpisodeSpec, RolloutRunner, make_env_factory
@@ -366,8 +367,13 @@ class T1Trainer(GRPOTrainer):
             self._rollout_calls[key] = n + 1
             base = episode_seed(self.args.seed, step, n + (1_000_000 if phase == "warmup" else 0))
             sampling = dataclasses.replace(self.sampling, seed=base)
-        runner = RolloutRunner(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
+        runner = self._runner_class()(self.engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
         return runner.run(specs, on_episode=self._episode_recorder(phase, first_index))
+
+    def _runner_class(self) -> type:
+        """Who plays the episodes: t1's agent loop, or the user's harness through the recording endpoint
+        (``agent: harness``, :mod:`t1train.harness`); both return TITO trajectories."""
+        return HarnessRunner if self.rollout_config.agent == "harness" else RolloutRunner
 
     # ------------------------------------------------------------------------------------------ episode log
     def _open_episode_log(self) -> EpisodeLog | None:
@@ -438,7 +444,7 @@ class T1Trainer(GRPOTrainer):
             seed=self.args.seed,
         )
         engine = producer.stoppable(self.engine)
-        runner = RolloutRunner(engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
+        runner = self._runner_class()(engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
         return producer
 
     def _take_async_batch(self) -> dict:

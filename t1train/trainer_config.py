@@ -18,6 +18,7 @@ from t1env.families import expand_refs
 from t1env.options import EnvOptions
 from t1train import offpolicy, ppo
 from t1train.async_rl import AsyncConfig
+from t1train.harness import HarnessConfig
 from t1train.rollout import DEFAULT_SUMMARY_PROMPT, DEFAULT_SYSTEM_PROMPT, RolloutConfig, check_truncated_turns
 
 ALGORITHMS = ("ppo", "grpo", "gspo")
@@ -70,6 +71,16 @@ class T1Config(GRPOConfig):
         default=DEFAULT_SUMMARY_PROMPT, metadata={"help": "The request for a summary (context_policy: summary)."}
     )
     max_segments: int = field(default=64, metadata={"help": "Most segments per episode; past it the episode ends."})
+    agent: str = field(
+        default="loop",
+        metadata={"help": "Who plays episodes: loop (t1's agent loop) or harness (your own, through t1train serve)."},
+    )
+    harness: str | None = field(
+        default=None, metadata={"help": "With agent: harness: a shell command or a package.module:Class."}
+    )
+    harness_timeout_s: float = field(
+        default=900.0, metadata={"help": "With agent: harness: seconds a harness command may run per episode."}
+    )
     rollout_concurrency: int = field(default=8, metadata={"help": "Episodes in flight (each holds a sandbox)."})
     rollout_executor: str = field(
         default="inprocess",
@@ -220,6 +231,10 @@ class T1Config(GRPOConfig):
             self.activation_checkpointing = True  # TRL's default, under the name transformers 5 does not deprecate
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if self.agent not in ("loop", "harness"):
+            raise ValueError(f"agent must be 'loop' or 'harness', got {self.agent!r}")
+        if self.agent == "harness":
+            HarnessConfig(self.harness or "", self.harness_timeout_s)  # a bad command or class: an error now
         if not isinstance(self.env_kwargs, dict):
             raise ValueError(f"env_kwargs must be a mapping of gym.make options, got {type(self.env_kwargs).__name__}")
         try:  # the env's options, typed once (t1env.options): a typo fails here, not at the first rollout
@@ -310,6 +325,9 @@ class T1Config(GRPOConfig):
             keep_last_turns=self.keep_last_turns,
             summary_prompt=self.summary_prompt,
             max_segments=self.max_segments,
+            agent=self.agent,
+            harness=self.harness,
+            harness_timeout_s=self.harness_timeout_s,
         )
 
 

@@ -96,20 +96,27 @@ def test_a_harness_that_exits_non_zero_is_an_error_episode_still_scored(tiny, en
     assert traj.checks["total"] == 5 and not traj.turns
 
 
-def test_one_training_step_on_the_recorded_episodes(tiny, engine, tmp_path):
-    """A harness that passes one check on seed 0 and none on seed 1 (where it rewrites its history: two
-    segments): a group with rewards 1 and 0. The trainer scores the recorded trajectories, one row per segment
-    (its log-probs match the sampler's), and its loss has a non-zero gradient."""
+def test_one_training_step_on_the_recorded_episodes(tiny, tmp_path):
+    """``agent: harness`` in the trainer's config: its rollout runs the harness through the recording endpoint on
+    its own engine. A harness that passes one check on seed 0 and none on seed 1 (where it rewrites its history:
+    two segments): a group with rewards 1 and 0. The trainer scores the recorded trajectories, one row per
+    segment (its log-probs match the sampler's), and its loss has a non-zero gradient."""
     model, tokenizer = tiny
-    trajs = runner(engine, tokenizer, "harness_agents:PartialAgent").run(
-        [EpisodeSpec("hello-file", 0), EpisodeSpec("hello-file", 1)]
+    config = tiny_config(
+        tmp_path,
+        algorithm="grpo",
+        per_device_train_batch_size=2,
+        router_aux_loss_coef=0.0,
+        train_seeds=[0],
+        agent="harness",
+        harness="harness_agents:PartialAgent",
+        max_turns=6,
+        rollout_concurrency=2,
     )
+    trainer = T1Trainer(copy.deepcopy(model), config, processing_class=tokenizer, make_env=make_env_factory("local"))
+    trajs = trainer.rollout([EpisodeSpec("hello-file", 0), EpisodeSpec("hello-file", 1)])
     assert [t.reward for t in trajs] == [1.0, 0.0] and [t.num_segments for t in trajs] == [1, 2]
     assert all(t.turns[-1].reward == t.reward for t in trajs)
-    config = tiny_config(
-        tmp_path, algorithm="grpo", per_device_train_batch_size=2, router_aux_loss_coef=0.0, train_seeds=[0]
-    )
-    trainer = T1Trainer(copy.deepcopy(model), config, processing_class=tokenizer, make_env=lambda task: None)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
     batch = trainer.score_trajectories(trajs, [{"prompt": "p", "task": "hello-file", "seed": t.seed} for t in trajs])
@@ -135,3 +142,16 @@ def test_one_training_step_on_the_recorded_episodes(tiny, engine, tmp_path):
 def test_a_bad_harness_is_an_error_that_says_what_to_give(harness, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         HarnessConfig(harness)
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"agent": "bot"}, "agent must be 'loop' or 'harness', got 'bot'"),
+        ({"agent": "harness"}, "rollout.harness is empty"),
+        ({"agent": "harness", "harness": "nosuch.module:Agent"}, "cannot import 'nosuch.module'"),
+    ],
+)
+def test_the_trainer_config_checks_the_harness_before_any_episode(tmp_path, kw, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tiny_config(tmp_path, **kw)
