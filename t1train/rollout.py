@@ -432,16 +432,7 @@ class RolloutRunner:
     def _on_generation(self, ep: _Episode, gen: Generation, futures, pool, ready) -> bool:
         """Record the sampled turn and act on it. Returns True when the episode is finished."""
         traj = ep.traj
-        turn = Turn(
-            prompt_len=len(ep.ids),
-            sampled_ids=list(gen.token_ids),
-            logprobs=list(gen.logprobs),
-            finish_reason=gen.finish_reason,
-            routed_experts=gen.routed_experts,
-            weight_version=gen.weight_version,
-            prompt_routed_experts=gen.prompt_routed_experts,
-            routed_experts_start=gen.routed_experts_start,
-        )
+        turn = Turn.sampled(len(ep.ids), gen)
         traj.turns.append(turn)
         ep.ids = ep.ids + turn.sampled_ids
         text = self.tito.assistant_text(gen)

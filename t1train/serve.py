@@ -708,16 +708,7 @@ class PolicyServer:
                 session.segments = [Segment(list(prepared.prompt), 0, "start")]
             else:
                 session.segments.append(Segment(list(prepared.prompt), len(session.turns), prepared.new_segment))
-            turn = Turn(
-                prompt_len=len(prepared.prompt),
-                sampled_ids=list(gen.token_ids),
-                logprobs=list(gen.logprobs),
-                finish_reason=gen.finish_reason,
-                routed_experts=gen.routed_experts,
-                weight_version=gen.weight_version,
-                prompt_routed_experts=gen.prompt_routed_experts,
-                routed_experts_start=gen.routed_experts_start,
-            )
+            turn = Turn.sampled(len(prepared.prompt), gen)
             session.turns.append(turn)
             session.messages.extend(prepared.new_messages)
             text, content, calls = self._reply_parts(gen, prepared.tools)

@@ -71,6 +71,21 @@ class Turn:
     routed_experts_start: int | None = None
     """First position ``prompt_routed_experts`` covers."""
 
+    @classmethod
+    def sampled(cls, prompt_len: int, gen) -> Turn:
+        """The turn an engine sampled (a ``t1train.engines.base.Generation``) from a prompt of ``prompt_len`` ids:
+        its ids, log-probs, routing and weight version, unchanged."""
+        return cls(
+            prompt_len=prompt_len,
+            sampled_ids=list(gen.token_ids),
+            logprobs=list(gen.logprobs),
+            finish_reason=gen.finish_reason,
+            routed_experts=gen.routed_experts,
+            weight_version=gen.weight_version,
+            prompt_routed_experts=gen.prompt_routed_experts,
+            routed_experts_start=gen.routed_experts_start,
+        )
+
 
 @dataclass
 class Segment:
