@@ -100,3 +100,28 @@ def tiny_config(output_dir, **kw):
     )
     base.update(kw)
     return T1Config(**base)
+
+
+@pytest.fixture
+def one_thread():
+    """Torch on one thread for the test (the tiny model: one thread is much faster than two on a shared machine).
+    Modules that train use it for every test: ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class RecordingEngine:
+    """Passes calls through to a real engine and keeps every (prompt, generation) pair."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+        self.max_concurrency = engine.max_concurrency
+
+    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
+        gens = self.engine.generate(prompts, sampling, return_routed_experts, **kwargs)
+        self.calls += [(list(p), g) for p, g in zip(prompts, gens)]
+        return gens

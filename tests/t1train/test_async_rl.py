@@ -22,13 +22,7 @@ from t1train.trainer import T1Trainer
 
 from .conftest import tiny_config
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny model: one thread is much faster than two on a shared machine
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 # ------------------------------------------------------------------------------------------------ config

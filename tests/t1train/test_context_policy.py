@@ -19,7 +19,7 @@ from t1train.rollout import (
 )
 from t1train.tito import loss_region_drift, segment_drift
 
-from .conftest import ScriptedEnv
+from .conftest import RecordingEngine, ScriptedEnv
 
 CTX = 2048
 MAX_NEW = 24
@@ -197,19 +197,6 @@ def test_bad_policy_settings_are_refused(kw, match):
 
 
 # ------------------------------------------------------------------------------------------------ the real tiny model
-class RecordingEngine:
-    """Passes calls through to a real engine and keeps every (prompt, generation) pair."""
-
-    def __init__(self, engine):
-        self.engine, self.calls = engine, []
-        self.max_concurrency = engine.max_concurrency
-
-    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
-        gens = self.engine.generate(prompts, sampling, return_routed_experts, **kwargs)
-        self.calls += [(list(p), g) for p, g in zip(prompts, gens)]
-        return gens
-
-
 def check_real(model, engine, traj, ctx, max_new):
     """As ``check_exact``, with the model itself: every segment's full forward routes as the sampler recorded
     (R3 agreement 1.0) and reproduces the sampler's log-probs in the loss region."""

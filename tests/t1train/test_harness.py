@@ -30,12 +30,8 @@ EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'harness' / 'json_agent.py'}"
 
 
 @pytest.fixture(autouse=True)
-def one_thread(monkeypatch):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def harness_agents(monkeypatch, one_thread):
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # harness_agents:...
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -11,22 +11,9 @@ from t1train.engines.base import SamplingParams
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, format_observation, rollout_metrics
 from t1train.tito import loss_region_drift
 
-from .conftest import ScriptedEnv
+from .conftest import RecordingEngine, ScriptedEnv
 
 SHORT = RolloutConfig(system_prompt="Use ```bash blocks. SUBMIT when done.", max_turns=12, concurrency=3)
-
-
-class RecordingEngine:
-    """Passes calls through to a real engine and keeps every (prompt, generation) pair."""
-
-    def __init__(self, engine):
-        self.engine, self.calls = engine, []
-        self.max_concurrency = engine.max_concurrency
-
-    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
-        gens = self.engine.generate(prompts, sampling, return_routed_experts, **kwargs)
-        self.calls += [(list(p), g) for p, g in zip(prompts, gens)]
-        return gens
 
 
 def test_exact_ids_over_twelve_turn_episodes(tiny, tiny_engine):

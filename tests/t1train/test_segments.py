@@ -166,16 +166,6 @@ def test_segment_gae_equals_gae_over_the_episode_laid_end_to_end():
 
 
 # ------------------------------------------------------------------------------------------------ trainer rows
-@pytest.fixture
-def one_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny model: one thread is much faster than two on a shared machine
-    yield
-    torch.set_num_threads(threads)
-
-
 def segmented_episodes(tok, seeds=(0, 1, 0, 1)):
     """Episodes of 10 turns in a 600-token context under drop_observations (3+ segments each); seed 0's policy
     runs ``touch a`` (reward 1 of the scripted env's 2 checks), seed 1's ``echo`` (reward 0)."""

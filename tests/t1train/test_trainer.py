@@ -21,12 +21,7 @@ from .conftest import tiny_config
 SCRIPT = oracle_turns("touch a")  # passes one of the scripted env's two checks
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny model: one thread is much faster than two on a shared machine
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def config(tmp_path, **kw) -> T1Config:

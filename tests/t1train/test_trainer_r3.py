@@ -12,13 +12,7 @@ from t1train.trainer import T1Config, T1Trainer
 
 from .conftest import tiny_config
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def r3_trainer(tiny, tmp_path, scripted_env, **kw) -> T1Trainer:
