@@ -211,6 +211,11 @@ class T1Trainer(GRPOTrainer):
                 "async training runs in one process for now (each process would need its own producer and share "
                 "of the groups); drop `async:` or run without torchrun / accelerate launch"
             )
+        if args.loss_chunk_tokens and self.accelerator.distributed_type == "DEEPSPEED":
+            raise ValueError(
+                "loss_chunk_tokens backpropagates several chunks per micro-batch, which DeepSpeed's engine does not "
+                "count as one step: set loss_chunk_tokens: 0 under DeepSpeed"
+            )
         self.async_rollouts: AsyncRollouts | None = None  # started at the first training step
         self.engine = engine if engine is not None else self._default_engine()
         env_kwargs = dict(args.env_kwargs)
@@ -638,7 +643,7 @@ class T1Trainer(GRPOTrainer):
             # each row is valued in its own segment's context; the episode reward sits on the last action token of
             # its last segment (per-turn rewards on their turns, in their segments); an earlier segment bootstraps
             # from the next segment's first action token (ppo.segment_gae)
-            values = self.value_model.values(input_ids, attention_mask, width) * action_mask
+            values = self._critic_values(input_ids, attention_mask, width) * action_mask
             lam_critic = 1.0 if critic_only else args.gae_lambda_critic
             row_rewards = rows.row_rewards(rewards, turn_rewards if args.per_turn_rewards else None)
             token_rewards = ppo.place_rewards(
@@ -722,6 +727,17 @@ class T1Trainer(GRPOTrainer):
         batch["_metrics"] = metrics
         return batch
 
+    def _critic_values(self, input_ids, attention_mask, width: int) -> torch.Tensor:
+        """The critic's values of a scored batch (no gradient), ``loss_chunk_tokens`` tokens at a time."""
+        budget = self.args.loss_chunk_tokens
+        step = max(1, budget // input_ids.shape[1]) if budget else input_ids.shape[0]
+        return torch.cat(
+            [
+                self.value_model.values(input_ids[i : i + step], attention_mask[i : i + step], width)
+                for i in range(0, input_ids.shape[0], step)
+            ]
+        )
+
     # ------------------------------------------------------------------------------------------ processes
     def _sum_over_processes(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` summed over the processes of a multi-process run (itself on one process)."""
@@ -755,13 +771,74 @@ class T1Trainer(GRPOTrainer):
 
     # ------------------------------------------------------------------------------------------ loss
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """The micro-batch's loss. With ``loss_chunk_tokens`` set and more tokens than that in the micro-batch, its
+        rows are cut into chunks (:meth:`_loss_chunks`); every chunk but the last is backpropagated here, the last
+        one's loss is returned for TRL's ``training_step`` to backpropagate, plus the detached losses of the others
+        (a constant: the reported loss is the whole micro-batch's, the gradient is that of the last chunk). The
+        activations of one chunk are freed before the next forward, so the step's peak memory follows the chunk,
+        not the micro-batch."""
         if return_outputs:
             raise ValueError("T1Trainer does not return outputs from compute_loss")
+        chunks = self._loss_chunks(inputs)
+        if len(chunks) == 1:
+            return self._chunk_loss(model, inputs)
+        coef, done = self.router_aux_loss_coef, None
+        for i, (rows, weight, aux_scale) in enumerate(chunks):
+            chunk = _take_rows(inputs, rows)
+            self.router_aux_loss_coef = coef * aux_scale  # the load-balancing term: a row-weighted mean of chunks
+            try:
+                if i == len(chunks) - 1 or not torch.is_grad_enabled():
+                    loss = self._chunk_loss(model, chunk, weight)
+                else:
+                    with self.accelerator.no_sync(model):  # one gradient all-reduce per micro-batch (the last chunk)
+                        loss = self._chunk_loss(model, chunk, weight)
+                        self.accelerator.backward(loss)
+                    loss = loss.detach()
+            finally:
+                self.router_aux_loss_coef = coef
+            done = loss if done is None else done + loss
+        return done
+
+    def _loss_chunks(self, inputs: dict) -> list[tuple[slice, float, float]]:
+        """``(rows, weight, aux_scale)`` per chunk of the micro-batch: at most ``loss_chunk_tokens`` tokens each
+        (rows x the batch's padded length; at least one row). ``weight`` makes the chunks' policy losses add up
+        to the micro-batch's as ``loss_type`` aggregates it: each chunk's share of the rows for per-row means
+        (``grpo``, ``dr_grpo``, ``sapo``, ``luspo``), of the action tokens for ``bnpo``, 1 for the losses divided
+        by the generation batch's token count (``dapo``, ``cispo``, ``vespo``). The value loss is divided by that
+        count too, so it is never reweighted. ``aux_scale`` scales the MoE load-balancing coefficient so that term
+        is the row-weighted mean of the chunks' (it is not linear in the rows: the one term that is not exact)."""
+        rows = inputs["prompt_ids"].shape[0]
+        width = inputs["prompt_ids"].shape[1] + inputs["completion_ids"].shape[1]
+        budget = self.args.loss_chunk_tokens
+        if not budget or rows * width <= budget:
+            return [(slice(0, rows), 1.0, 1.0)]
+        per_chunk = max(1, budget // width)
+        action = (inputs["completion_mask"] * inputs["tool_mask"]).float().sum(dim=1)
+        total = action.sum().item()
+        chunks = []
+        for start in range(0, rows, per_chunk):
+            part = slice(start, min(rows, start + per_chunk))
+            share = (part.stop - part.start) / rows
+            if self.loss_type in ("dapo", "cispo", "vespo"):
+                weight = 1.0
+            elif self.loss_type == "bnpo" and total > 0:
+                weight = action[part].sum().item() / total
+            else:
+                weight = share
+            if weight == 0.0:  # no action token in the chunk: its policy loss is 0 whatever the weight
+                weight = share
+            chunks.append((part, weight, share / weight))
+        return chunks
+
+    def _chunk_loss(self, model, inputs, weight: float = 1.0) -> torch.Tensor:
+        """Policy loss (times ``weight``, see :meth:`_loss_chunks`) plus the value loss of a micro-batch or chunk."""
         with self.policy_forward_context(inputs):
             if self.args.off_policy_loss == "ppo":
                 loss = super().compute_loss(model, inputs)  # TRL's clipped policy loss on our token-level advantages
             else:
                 loss = self._off_policy_loss(model, inputs)
+        if weight != 1.0:
+            loss = loss * weight
         if self.value_model is not None and "returns" in inputs:
             mode = "train" if self.model.training else "eval"
             normalizer = self._value_normalizer(inputs, mode)
@@ -1041,6 +1118,13 @@ class T1Trainer(GRPOTrainer):
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         start, end = len(items) * rank // world, len(items) * (rank + 1) // world
         return items[start:end], start
+
+
+def _take_rows(batch: dict, rows: slice) -> dict:
+    """The rows ``rows`` of every per-row tensor of a training batch (0-d tensors such as ``num_items_in_batch``
+    and anything else pass through whole)."""
+    n = batch["prompt_ids"].shape[0]
+    return {k: v[rows] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == n else v for k, v in batch.items()}
 
 
 class _Rows:

@@ -71,6 +71,15 @@ class T1Config(GRPOConfig):
         default=DEFAULT_SUMMARY_PROMPT, metadata={"help": "The request for a summary (context_policy: summary)."}
     )
     max_segments: int = field(default=64, metadata={"help": "Most segments per episode; past it the episode ends."})
+    loss_chunk_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "Most tokens (rows x padded length) one forward and backward of the training step holds: a "
+            "micro-batch with more is cut into chunks of rows, backpropagated one after the other (the same loss "
+            "and gradient as one pass). Bounds the step's memory when long episodes make many segment rows. "
+            "0: no limit."
+        },
+    )
     agent: str = field(
         default="loop",
         metadata={"help": "Who plays episodes: loop (t1's agent loop) or harness (your own, through t1train serve)."},
@@ -254,6 +263,7 @@ class T1Config(GRPOConfig):
         if self.off_policy_clip <= 1.0:
             raise ValueError(f"off_policy_clip must be > 1, got {self.off_policy_clip}")
         self._check_off_policy_loss()
+        self._check_loss_chunks()
         self.async_config()  # a bad `async:` mapping fails here, naming the key
         check_truncated_turns(self.truncated_turns)
         if self.engine not in ("hf", "sglang"):
@@ -309,6 +319,26 @@ class T1Config(GRPOConfig):
             raise ValueError(
                 f"off_policy_loss {self.off_policy_loss} is per token: set importance_sampling_level: token"
             )
+
+    def _check_loss_chunks(self) -> None:
+        """``loss_chunk_tokens`` splits a micro-batch's loss into row chunks whose weighted sum is the unchunked
+        loss; the settings below take a statistic over the whole micro-batch, which a chunk does not see."""
+        if self.loss_chunk_tokens < 0:
+            raise ValueError(f"loss_chunk_tokens must be >= 0 (0: no limit), got {self.loss_chunk_tokens}")
+        if not self.loss_chunk_tokens:
+            return
+        whole_batch = {
+            "top_entropy_quantile < 1": self.top_entropy_quantile < 1.0,
+            "entropy_coef != 0": self.entropy_coef != 0.0,
+            "use_adaptive_entropy": self.use_adaptive_entropy,
+            "off_policy_loss: adaptive_trust_region": self.off_policy_loss == "adaptive_trust_region",
+        }
+        for name, on in whole_batch.items():
+            if on:
+                raise ValueError(
+                    f"loss_chunk_tokens cannot be combined with {name} (it takes a statistic over the whole "
+                    "micro-batch, which a chunk of rows does not see): set loss_chunk_tokens: 0 or drop it"
+                )
 
     def rollout_config(self) -> RolloutConfig:
         """The agent loop of this run's episodes; ``.agent_protocol(self.max_new_tokens)`` is what its checkpoints

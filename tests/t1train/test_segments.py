@@ -280,3 +280,50 @@ def test_one_trainer_step_on_multi_segment_episodes(tiny, tmp_path, one_thread):
     logs = trainer.state.log_history[0]
     assert trainer.state.global_step == 1
     assert logs["t1/segments_mean"] > 1 and logs["t1/tito_drift_tokens"] == 0
+
+
+@pytest.mark.parametrize(
+    "algorithm, loss_type", [("grpo", "grpo"), ("grpo", "bnpo"), ("grpo", "dapo"), ("ppo", "dapo")]
+)
+def test_chunked_loss_has_the_unchunked_gradient(tiny, tmp_path, one_thread, algorithm, loss_type):
+    """loss_chunk_tokens: the micro-batch's segment rows go through forward and backward a few rows at a time; the
+    policy's (and the critic's) gradient and the reported loss equal one pass over all rows (float tolerance)."""
+    import torch
+
+    _, tok = tiny
+    trajs = segmented_episodes(tok)
+    trainer = segment_trainer(
+        tiny, tmp_path, algorithm=algorithm, loss_type=loss_type, num_generations=2, off_policy_correction="none",
+        router_aux_loss_coef=0.0, beta=0.0, critic_warmup_iterations=0,
+    )  # fmt: skip
+    batch = trainer.score_trajectories(trajs, [{"prompt": "s", "task": "scripted", "seed": s} for s in (0, 1, 0, 1)])
+    batch.pop("_metrics")
+    trainer.current_gradient_accumulation_steps = 1
+    rows, width = batch["prompt_ids"].shape[0], batch["prompt_ids"].shape[1] + batch["completion_ids"].shape[1]
+    models = [trainer.model] + ([trainer.value_model] if trainer.value_model is not None else [])
+
+    def gradient(budget):
+        trainer.args.loss_chunk_tokens = budget
+        for m in models:
+            m.zero_grad(set_to_none=True)
+        loss = trainer.compute_loss(trainer.model, batch)
+        trainer.accelerator.backward(loss)
+        grads = [p.grad.clone() for m in models for p in m.parameters() if p.grad is not None]
+        return loss.item(), grads, len(trainer._loss_chunks(batch))
+
+    whole, whole_grads, one = gradient(0)
+    chunked, chunked_grads, chunks = gradient(3 * width)  # 3 rows a chunk
+    assert rows >= 12 and one == 1 and chunks == -(-rows // 3)
+    assert chunked == pytest.approx(whole, rel=1e-5, abs=1e-7)
+    assert len(chunked_grads) == len(whole_grads) > 0
+    for a, b in zip(whole_grads, chunked_grads):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_loss_chunks_refuse_whole_batch_statistics(tmp_path):
+    from .conftest import tiny_config
+
+    with pytest.raises(ValueError, match="loss_chunk_tokens cannot be combined with top_entropy_quantile"):
+        tiny_config(tmp_path, loss_chunk_tokens=4096, top_entropy_quantile=0.5)
+    with pytest.raises(ValueError, match="loss_chunk_tokens must be >= 0"):
+        tiny_config(tmp_path, loss_chunk_tokens=-1)
