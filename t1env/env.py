@@ -47,7 +47,7 @@ from t1env.errors import T1Error
 from t1env.families import get_family, split_seed
 from t1env.options import check_env_options
 from t1env.registry import get_task, list_tasks
-from t1env.sandbox import Sandbox, SandboxConfig, SandboxError, make_sandbox
+from t1env.sandbox import Sandbox, SandboxConfig, SandboxError, local_zygote, make_sandbox
 from t1env.sandbox.base import PRIVATE_SETUP_DIR
 from t1env.spaces import ShellAction, TerminalText, brief
 from t1env.task import Task, TaskError
@@ -173,6 +173,9 @@ class TerminalEnv(gym.Env[str, Any]):
         self.verify_on_truncate = verify_on_truncate
         self.prestart = prestart
         self.prepare_verifier = prepare_verifier
+        self._zygotes = backend == "local" and bool(prepare_verifier)  # may verify through verifier zygotes
+        if self._zygotes:
+            local_zygote.retain()
         self._preparing: Future | None = None  # the background prepare() of this episode's verifier
         self._resets = 0
         self.render_mode = render_mode
@@ -382,6 +385,9 @@ class TerminalEnv(gym.Env[str, Any]):
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)  # every background stop has finished: nothing is left running
+        if self._zygotes:  # the last env to close ends the verifier zygotes
+            self._zygotes = False
+            local_zygote.release()
         super().close()
 
     # -- internals ---------------------------------------------------------------------------

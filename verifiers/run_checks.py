@@ -374,9 +374,10 @@ class CheckRunner:
         if self.in_check:
             return None  # a check's process: pytest's own collection, of its check only
         preload()
-        if self.args.go_fd is not None:  # a prepared verifier: the task's arguments come with the go
-            go = wait_for_go(self.args.go_fd)
-            self.emit(ready(self.args.dumpable))
+        if self.args.go_fd is not None or self.args.zygote_fd is not None:  # the task's arguments come with the go
+            # a zygote returns here only in an episode's verifier, forked into that episode's namespaces
+            go = wait_for_go(self.args.go_fd) if self.args.zygote_fd is None else serve_zygote(self.args.zygote_fd)
+            self.emit(ready(go.get("dumpable", self.args.dumpable)))
             argv = go.get("argv") if isinstance(go.get("argv"), list) else []
             self.args = parser().parse_args([*sys.argv[1:], *(str(a) for a in argv)])
             complete(self.args)
@@ -655,6 +656,188 @@ def wait_for_go(fd) -> dict:
     return go if isinstance(go, dict) else {}
 
 
+# ---------------------------------------------------------------------------------------------
+# the zygote (``--zygote-fd N``): one warm verifier that forks a fresh one into each episode
+# ---------------------------------------------------------------------------------------------
+# A zygote is started by the local backend in a bubblewrap sandbox of its own (pid 1 of its pid namespace, no
+# network, the sandbox's limits, no seccomp filter and CAP_SYS_ADMIN in its user namespace, the host's episode
+# folders at EPISODES). It imports pytest, configures the session and preloads, says ``ready`` on its socket (fd N,
+# a SOCK_SEQPACKET socket whose other end only the host holds) and then waits. For each episode the host, once the
+# agent's processes are gone, sends one message: a JSON object (the episode folder's name, the workdir, the
+# checks' arguments and environment, the capabilities to keep, the seccomp program) and two file descriptors (the
+# report channel and the log). The zygote forks; the child enters a mount and a pid namespace of its own, binds that
+# episode's folders where a cold verifier's sandbox has them, detaches EPISODES (no other episode is visible), and
+# forks the episode's verifier as pid 1 of the new pid namespace, which mounts its own /proc, drops every capability
+# but the sandbox's, sets no_new_privs and loads the sandbox's seccomp filter, then runs the checks exactly as a
+# prepared verifier does after its go. When it exits, the kernel ends every process it left (its pid namespace
+# dies with it); the zygote answers ``done N`` and waits for the next episode. Nothing of an episode runs in the
+# zygote itself, and nothing an episode's processes do can reach it: they never share its pid or mount namespace.
+EPISODES = "/.t1-episodes"
+REPORT_FD = None  # the report channel's descriptor (main)
+_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _PR_CAP_AMBIENT = 24, 38, 22, 47
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return ctypes, libc
+
+
+def _call(ctypes, result: int, what: str) -> None:
+    if result != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(source, target: str, fstype=None, flags: int = 0) -> None:
+    ctypes, libc = _libc()
+    enc = lambda x: None if x is None else str(x).encode()  # noqa: E731
+    _call(ctypes, libc.mount(enc(source), enc(target), enc(fstype), flags, None), f"mount {source} on {target}")
+
+
+def _bind(source: str, target: str, read_only: bool) -> None:
+    _mount(source, target, None, _MS_BIND | _MS_REC)
+    if read_only:
+        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def serve_zygote(fd: int) -> dict:
+    """The zygote's loop (see above); returns only in an episode's verifier, with its go."""
+    import socket
+
+    sock = socket.socket(fileno=fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    sock.send(b"ready")
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 2)
+        except InterruptedError:
+            continue
+        if not msg:  # the host closed its end: nothing more to verify
+            os._exit(0)
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            return _enter_episode(msg, fds)
+        for f in fds:
+            os.close(f)
+        sock.send(b"done %d" % _reap(pid))
+
+
+def _reap(pid: int) -> int:
+    """Wait for ``pid`` (reaping any orphan that comes first: the zygote is its namespace's pid 1)."""
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 255
+        if got == pid:
+            return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def _enter_episode(msg: bytes, fds: list) -> dict:
+    """In the zygote's child: the episode's namespaces and mounts, then its verifier as their pid 1. Returns in
+    that verifier only (its go); this process waits for it and exits with its status."""
+    log = fds[1] if len(fds) > 1 else 2
+    try:
+        spec = json.loads(msg)
+        if len(fds) != 2 or not re.fullmatch(r"t1-sbx-[A-Za-z0-9_]+", str(spec.get("episode"))):
+            raise ValueError("a zygote message needs an episode folder name and two descriptors")
+        ctypes, libc = _libc()
+        _call(ctypes, libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID), "unshare")
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        src = f"{EPISODES}/{spec['episode']}"
+        for host, inside, read_only in (
+            (f"{src}/tmp", "/tmp", False),
+            (f"{src}/home", "/root", False),
+            (f"{src}/app", spec["workdir"], False),
+            (f"{src}/prepared/tests", spec["tests"], True),
+            (f"{src}/prepared/private", spec["private"], True),
+        ):
+            _bind(host, inside, read_only)
+        _mount("tmpfs", spec["home"], "tmpfs", _MS_NOSUID | _MS_NODEV)
+        for name in spec["home_files"]:
+            target = os.path.join(spec["home"], name)
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+            _bind(f"{src}/prepared/home/{name}", target, True)
+        _call(ctypes, libc.umount2(EPISODES.encode(), _MNT_DETACH), f"umount {EPISODES}")
+    except BaseException as e:  # noqa: BLE001 - said in the episode's log; the host sees no report
+        os.write(log, f"t1 verifier zygote: entering the episode: {type(e).__name__}: {e}\n".encode())
+        os._exit(3)
+    pid = os.fork()
+    if pid != 0:
+        for f in fds:
+            os.close(f)
+        os._exit(_reap(pid))
+    try:
+        return _become_verifier(spec, fds)
+    except BaseException as e:  # noqa: BLE001
+        os.write(log, f"t1 verifier zygote: starting the episode's verifier: {type(e).__name__}: {e}\n".encode())
+        os._exit(3)
+
+
+def _become_verifier(spec: dict, fds: list) -> dict:
+    """Pid 1 of the episode's pid namespace: its /proc, descriptors, environment, capabilities, seccomp filter."""
+    ctypes, libc = _libc()
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for sub in ("sys", "sysrq-trigger", "irq", "bus"):  # read-only, as bubblewrap leaves them
+        if os.path.exists(f"/proc/{sub}"):
+            _bind(f"/proc/{sub}", f"/proc/{sub}", True)
+    report, log = fds
+    os.dup2(report, REPORT_FD, inheritable=False)
+    os.dup2(log, 2)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for f in (report, log, null):
+        os.close(f)
+    os.setsid()
+    os.chdir(spec["workdir"])
+    os.environ.clear()
+    os.environ.update({str(k): str(v) for k, v in spec["env"].items()})
+    keep = [int(c) for c in spec["caps"]]
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):
+        if cap not in keep:
+            _call(ctypes, libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"dropping capability {cap}")
+    libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL (none are raised; fails on old kernels)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    mask = sum(1 << c for c in keep)
+    lo, hi = mask & 0xFFFFFFFF, mask >> 32
+    data = (Data * 2)(Data(lo, lo, lo), Data(hi, hi, hi))
+    _call(ctypes, libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")  # _LINUX_CAPABILITY_VERSION_3
+    for cap in keep:  # ambient too, as bubblewrap raises them: a program a check runs as another user keeps them
+        _call(ctypes, libc.prctl(_PR_CAP_AMBIENT, 2, cap, 0, 0), f"raising ambient capability {cap}")
+    _call(ctypes, libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    prog = bytes.fromhex(spec.get("seccomp") or "")
+    if prog:
+
+        class Fprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        buf = ctypes.create_string_buffer(prog, len(prog))
+        fprog = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _call(ctypes, libc.prctl(_PR_SET_SECCOMP, 2, ctypes.addressof(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
+    return {"argv": spec["argv"], "env": {}, "dumpable": not no_dump()}
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pytest-zip", required=True)
@@ -664,6 +847,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--policy", choices=("refuse", "record"), default="refuse", help="agent code in a check's process")
     ap.add_argument("--trust", action="append", default=[], help="another folder of trusted test code (e.g. /tests)")
     ap.add_argument("--go-fd", type=int, help="a prepared verifier: wait for the host's go (and more arguments) here")
+    ap.add_argument("--zygote-fd", type=int, help="a zygote: fork one verifier per episode the host sends here")
     ap.add_argument("tests")
     return ap
 
@@ -698,6 +882,8 @@ def main() -> int:
     report_fd = os.dup(1)  # non-inheritable (close-on-exec) by default
     os.dup2(2, 1)
     report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
+    global REPORT_FD
+    REPORT_FD = report_fd
 
     def emit(obj):
         report.write(json.dumps(obj) + "\n")
@@ -705,16 +891,17 @@ def main() -> int:
 
     args = parser().parse_args()
     args.dumpable = dumpable
-    if args.go_fd is None:  # a prepared verifier says it after the go: what it looks at is the agent's final state
+    prepared = args.go_fd is not None or args.zygote_fd is not None
+    if not prepared:  # a prepared verifier says it after the go: what it looks at is the agent's final state
         emit(ready(dumpable))
-    if args.script and args.go_fd is None:  # no pytest needed
+    if args.script and not prepared:  # no pytest needed
         code = run_script(args.script, args.logs or "/logs/verifier", emit)
         emit({"event": "finished", "exitstatus": code})
         report.close()
         return 0
     args.tests = os.path.abspath(args.tests)
     args.runtime = os.path.dirname(os.path.abspath(__file__))
-    if args.go_fd is None:
+    if not prepared:
         complete(args)
     sys.path.insert(0, args.pytest_zip)
     clean_environ()

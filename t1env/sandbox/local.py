@@ -222,6 +222,7 @@ class LocalSandbox(Sandbox):
         self._own_cgroupns = False
         self._launch_fds: list[int] = []
         self._prepared = None  # a local_verifier.Prepared while a verifier waits for this episode's end
+        self._zygote = False  # prepared through a verifier zygote (local_zygote): verify through one
         self.init_pid: int | None = None
         self.limits: dict[str, bool] = {}
 

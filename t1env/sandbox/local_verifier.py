@@ -45,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -53,6 +52,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from t1env.sandbox import local_zygote
 from t1env.sandbox.base import (
     PRIVATE_DIR,
     VERIFIER_DIR,
@@ -68,6 +68,11 @@ from t1env.sandbox.base import (
 from t1env.sandbox.bounded import Finished, OutputCapture, pump
 from t1env.sandbox.cgroups import SandboxCgroups
 from t1env.sandbox.freezer import Freezer, _state, pids_in_namespace
+from t1env.sandbox.staging import clear as _clear
+from t1env.sandbox.staging import copy_tree as _copy
+from t1env.sandbox.staging import make_readable as _readable
+from t1env.sandbox.staging import stage as _stage
+from t1env.sandbox.staging import stage_episode as _stage_episode
 from t1env.sandbox.userns import popen_as_root_of_new_userns
 
 
@@ -99,6 +104,11 @@ def run_verifier(
             f"the local backend's shared-mode verifier cannot give the verifier a private {opts.private_dir}: "
             "use backend='docker'"
         )
+    if mode == "separate" and box._zygote and local_zygote.usable(box, mode, opts):
+        discard(box)
+        run = local_zygote.run(box, runtime, tests, opts, timeout, end_agent, _stage_episode)
+        if run is not None:
+            return run  # else zygotes are off: the usual way below (end_agent again is a no-op)
     prepared = _take(box, runtime, opts) if mode == "separate" else None
     if prepared is not None:
         return _run_prepared(box, prepared, tests, opts, timeout)
@@ -224,6 +234,13 @@ def prepare(box, runtime: Path, tests: Path | None, mode: str, options: Verifier
     if mode != "separate" or box._root is None or not box.alive:
         discard(box)
         return False
+    if local_zygote.usable(box, mode, opts):
+        try:
+            local_zygote.warm(box, runtime)
+            box._zygote = True
+            return True
+        except (SandboxError, OSError) as e:  # the usual prepared verifier below
+            local_zygote.turn_off(e)
     prepared = box._prepared
     if prepared is None or prepared.shape != _shape(runtime, opts) or prepared.proc.poll() is not None:
         discard(box)
@@ -362,50 +379,3 @@ def end_agent(box, wait: float = 5.0) -> None:
             return
         time.sleep(0.002)
     raise SandboxError("the agent's processes did not end within 5 s; not verifying beside them")
-
-
-def _stage(runtime: Path, tests: Path | None, dest: Path, private: Path | None = None) -> None:
-    """Copy the runtime and the tests (None: an empty ``tests/``) into ``dest``, readable (not writable) by the
-    sandbox's root, with ``home`` (the shared-mode verifier's HOME, holding :data:`VERIFIER_HOME_FILES`, which the
-    separate-mode verifier's tmpfs HOME binds) and ``private`` (a copy of ``private``, the task's private setup
-    state, in shared mode, where nothing can be mounted for the verifier alone; else empty)."""
-    _clear(dest)
-    dest.mkdir(exist_ok=True)
-    _copy(runtime, dest)
-    (dest / "tests").mkdir(exist_ok=True)
-    if tests is not None:
-        _copy(tests, dest / "tests", code=True)
-    (dest / "private").mkdir(exist_ok=True)
-    if private is not None:
-        _copy(private, dest / "private")
-    (dest / "home").mkdir(exist_ok=True)
-    for f in VERIFIER_HOME_FILES:
-        (dest / "home" / f).touch()
-    _readable(dest)
-
-
-def _copy(src: Path, dest: Path, code: bool = False) -> None:
-    """Copy the tree ``src`` into ``dest``; ``code``: without bytecode caches (the tests: pytest compiles them)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc") if code else None
-    try:
-        shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=False, ignore=ignore)
-    except shutil.Error as e:  # one (src, dst, why) per file: say the first reason, e.g. the disk is full
-        raise OSError(f"staging the verifier into the episode folder failed: {e.args[0][0][2]}") from None
-
-
-def _readable(dest: Path) -> None:
-    """Directories 755 and files 644 under ``dest`` (owned by host root: the sandbox's root reads, never writes)."""
-    for d, dirs, files in os.walk(dest):
-        os.chmod(d, 0o755)
-        for f in files:
-            os.chmod(os.path.join(d, f), 0o644)
-
-
-def _clear(dest: Path) -> None:
-    if not dest.is_dir():
-        return
-    for p in dest.iterdir():
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)

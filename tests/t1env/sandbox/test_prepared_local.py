@@ -6,6 +6,8 @@ the env's default, a prepared verifier."""
 import os
 from pathlib import Path
 
+import pytest
+
 from t1env.agent.reference import oracle_command
 from t1env.env import TerminalEnv
 from t1env.episode.verify import prepare, runtime_bundle
@@ -14,6 +16,12 @@ from t1env.sandbox import make_sandbox
 from t1env.sandbox.base import VerifierOptions
 
 TASK = "hello-file"
+
+
+@pytest.fixture(autouse=True)
+def no_zygote(monkeypatch):
+    """The prepared verifier is what an env uses where verifier zygotes are off (t1env/sandbox/local_zygote.py)."""
+    monkeypatch.setenv("T1_VERIFIER_ZYGOTE", "0")
 
 
 def episode(prepare_verifier: bool, commands: list[str]) -> dict:

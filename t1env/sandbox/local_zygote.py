@@ -1,0 +1,390 @@
+"""The local backend's verifier zygote: pytest imported once, a fresh verifier forked into each episode.
+
+A prepared verifier (:mod:`t1env.sandbox.local_verifier`) takes the verifier's start out of what the agent waits for,
+but each episode still pays for a new interpreter, pytest's import and its session: about 0.4 s of CPU, most of an
+oracle episode's. A **zygote** pays it once. It is ``run_checks.py --zygote-fd 0`` (see the runtime's docstring)
+in a bubblewrap sandbox of its own, built like the verifier's (same user namespace mapping, read-only system, no
+network, the sandbox's rlimits) in cgroups of its own with the sandbox's caps, with three differences while it
+waits: its workdir, ``/tmp``, ``/root`` and the checks' HOME and private folders are empty mount points, the host's
+temp folder (where every episode folder is) is bound at ``/.t1-episodes``, and it keeps ``CAP_SYS_ADMIN`` of its
+user namespace and runs without the seccomp filter (to make the episode's mounts).
+
+At submission the agent's processes are ended exactly as for any ``separate``-mode verifier, the task's tests, the
+private state and the checks' HOME files are staged into the episode folder's ``prepared/`` (never bound into the
+agent's sandbox), and one message on the zygote's socket names the episode folder. The zygote forks; the child
+enters new mount and pid namespaces, binds that episode's folders where the cold verifier's sandbox has them, detaches
+``/.t1-episodes``, and forks the episode's verifier as pid 1 of the new pid namespace, which mounts its own ``/proc``,
+keeps only the sandbox's capabilities (bounding set included), sets ``no_new_privs`` and loads the sandbox's
+seccomp filter before any test code runs. So the checks run as in a cold verifier's sandbox: the agent's processes
+are gone, no other episode's folder is visible, and nothing they start outlives the verifier (its pid namespace
+ends with it). Nothing of an episode runs in the zygote itself; the agent never shares a pid, mount or network
+namespace or a cgroup with it.
+
+Zygotes are kept per process, one per sandbox shape in use at a time (two envs verifying at once get two), and ended
+when the last :class:`~t1env.env.TerminalEnv` that used them closes (and at exit). The zygote is used for envs with
+``prepare_verifier`` on, ``separate`` mode, t1-format tasks (an imported task's ``tests_alias``/``private_dir`` take
+the prepared path) and a kernel that allows it; the first refusal turns it off for the process, with a warning,
+and verification goes on through the prepared verifier. ``T1_VERIFIER_ZYGOTE=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from t1env.sandbox import seccomp
+from t1env.sandbox.base import (
+    PRIVATE_DIR,
+    VERIFIER_DIR,
+    VERIFIER_HOME,
+    VERIFIER_HOME_FILES,
+    ExecResult,
+    SandboxError,
+    VerifierOptions,
+    VerifierRun,
+    verifier_argv,
+    verifier_env,
+)
+from t1env.sandbox.bounded import OutputCapture
+from t1env.sandbox.cgroups import SandboxCgroups
+from t1env.sandbox.staging import stage
+from t1env.sandbox.userns import popen_as_root_of_new_userns
+
+log = logging.getLogger(__name__)
+
+EPISODES = "/.t1-episodes"  # the host's temp folder, inside a zygote (run_checks.py's EPISODES)
+READY_TIMEOUT = 60.0  # seconds for a zygote to import pytest and say ready
+CAPS = {
+    "chown": 0, "dac_override": 1, "dac_read_search": 2, "fowner": 3, "fsetid": 4, "kill": 5, "setgid": 6,
+    "setuid": 7, "setpcap": 8, "linux_immutable": 9, "net_bind_service": 10, "net_broadcast": 11, "net_admin": 12,
+    "net_raw": 13, "ipc_lock": 14, "ipc_owner": 15, "sys_module": 16, "sys_rawio": 17, "sys_chroot": 18,
+    "sys_ptrace": 19, "sys_pacct": 20, "sys_admin": 21, "sys_boot": 22, "sys_nice": 23, "sys_resource": 24,
+    "sys_time": 25, "sys_tty_config": 26, "mknod": 27, "lease": 28, "audit_write": 29, "audit_control": 30,
+    "setfcap": 31,
+}  # fmt: skip
+
+
+@dataclass
+class Zygote:
+    key: tuple
+    proc: subprocess.Popen
+    sock: socket.socket
+    cgroups: SandboxCgroups
+    folder: Path  # a t1-sbx-* folder with its owner and cgroups (for `t1env gc`) and its log
+    ready: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_lock = threading.Condition()
+_idle: dict[tuple, list[Zygote]] = {}
+_starting: dict[tuple, int] = {}  # zygotes of each shape being started by warm()
+_alive: dict[tuple, int] = {}  # zygotes of each shape started and not ended (idle or verifying)
+_users = 0  # envs that may use zygotes; the last to close ends them
+_off: str | None = None  # why zygotes are off in this process (the kernel refused one)
+
+
+def retain() -> None:
+    """An env that may verify through zygotes opened."""
+    global _users
+    with _lock:
+        _users += 1
+
+
+def release() -> None:
+    """An env that retained closed: the last one ends every idle zygote."""
+    global _users
+    with _lock:
+        _users = max(0, _users - 1)
+        last = _users == 0
+    if last:
+        close_all()
+
+
+def close_all() -> None:
+    """End every idle zygote (those verifying now end when they are given back)."""
+    with _lock:
+        zygotes = [z for zs in _idle.values() for z in zs]
+        _idle.clear()
+    for z in zygotes:
+        _end(z)
+
+
+atexit.register(close_all)
+
+
+def turn_off(why) -> None:
+    """Zygotes are off in this process from now on (the kernel refused one), with a warning."""
+    global _off
+    if _off is None:
+        _off = str(why)
+        log.warning("verifier zygotes are off in this process (verification goes on without them): %s", why)
+
+
+def usable(box, mode: str, opts: VerifierOptions | None) -> bool:
+    """Whether ``box``'s verifier can come from a zygote (see the module docstring)."""
+    opts = opts or VerifierOptions()
+    return (
+        _off is None
+        and os.environ.get("T1_VERIFIER_ZYGOTE", "1") != "0"
+        and mode == "separate"
+        and not opts.tests_alias
+        and not opts.private_dir
+        and not box._ro_binds
+        and box._root is not None
+        and box._root.parent == Path(tempfile.gettempdir())
+    )
+
+
+def _key(box, runtime: Path) -> tuple:
+    c = box.config
+    return (
+        str(runtime),
+        c.workdir,
+        tuple(box._caps()),
+        box._userns,
+        c.pids,
+        c.memory_mb,
+        c.file_size_mb,
+        c.cpu_seconds,
+        tuple(sorted(c.environ().items())),
+    )
+
+
+def warm(box, runtime: Path) -> None:
+    """Have a zygote of ``box``'s shape (started here if there is none, idle or verifying; its start is waited for).
+    A second one is started only when two episodes verify at once (:func:`run`)."""
+    key = _key(box, runtime)
+    with _lock:
+        if _alive.get(key) or _starting.get(key):
+            return
+        _starting[key] = _starting.get(key, 0) + 1
+    z = None
+    try:
+        z = _start(box, runtime, key)
+    finally:
+        with _lock:
+            _starting[key] -= 1
+            if z is not None:
+                _idle.setdefault(key, []).append(z)
+            _lock.notify_all()
+
+
+def _take(box, runtime: Path) -> Zygote:
+    """An idle zygote of ``box``'s shape: one that warm() is starting is waited for; else a new one."""
+    key = _key(box, runtime)
+    dead = []
+    with _lock:
+        while True:
+            while _idle.get(key):
+                z = _idle[key].pop()
+                if z.proc.poll() is None:
+                    break
+                dead.append(z)
+            else:
+                z = None
+            if z is not None or not _starting.get(key):
+                break
+            _lock.wait(READY_TIMEOUT)
+    for d in dead:
+        _end(d)
+    return z if z is not None else _start(box, runtime, key)
+
+
+def _give_back(z: Zygote) -> None:
+    with _lock:
+        if _users > 0 and z.proc.poll() is None:
+            _idle.setdefault(z.key, []).append(z)
+            return
+    _end(z)
+
+
+def _argv(box, runtime: Path) -> list[str]:
+    """bwrap's command line for a zygote of ``box``'s shape: the verifier's sandbox with empty mount points for the
+    episode's folders, the temp folder at /.t1-episodes, CAP_SYS_ADMIN added and no seccomp filter."""
+    argv = box._bwrap_argv()
+    for f in box._launch_fds:  # the seccomp program's pipe: the episode's verifier loads the filter itself
+        os.close(f)
+    box._launch_fds = []
+    root, c = str(box._root), box.config
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--bind", "--ro-bind") and argv[i + 1].startswith(root + "/"):
+            inside = argv[i + 2]
+            if inside == VERIFIER_DIR:
+                out += ["--ro-bind", str(runtime), VERIFIER_DIR]  # with an empty tests/ (a mount point)
+            elif inside != "/etc/resolv.conf":  # the verifier has no network
+                out += ["--dir", inside]
+            i += 3
+            continue
+        if a == "--seccomp":
+            i += 2
+            continue
+        if a == "--remount-ro" and argv[i + 1] == "/":
+            out += ["--bind", tempfile.gettempdir(), EPISODES, "--dir", VERIFIER_HOME, "--dir", PRIVATE_DIR]
+        out.append(a)
+        i += 1
+    caps = out.index("--cap-drop")
+    out[caps + 2 : caps + 2] = ["--cap-add", "CAP_SYS_ADMIN"]
+    return out + ["--as-pid-1", "--chdir", c.workdir, "--", *verifier_argv(extra=("--zygote-fd", "0"))]
+
+
+def _start(box, runtime: Path, key: tuple) -> Zygote:
+    """Start a zygote of ``box``'s shape and wait until it says ready."""
+    folder = Path(tempfile.mkdtemp(prefix="t1-sbx-"))
+    (folder / "owner").write_text(str(os.getpid()))
+    cg = SandboxCgroups(f"t1-{uuid.uuid4().hex[:12]}-zygote", box.config.pids, box.config.memory_mb << 20)
+    (folder / "cgroups").write_text("".join(f"{d}\n" for d in cg.dirs))
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    env = {**box.config.environ(), **verifier_env()}
+    try:
+        if os.geteuid() == 0:  # as an episode folder: only host root and the sandbox's root may walk into it
+            os.chown(folder, 0, box.HOST_ID_BASE if box._userns else 0)
+            os.chmod(folder, 0o710)
+        stage(runtime, None, folder / "runtime")  # the runtime may sit where the sandbox's root cannot read it
+        argv = _argv(box, folder / "runtime")
+        with open(folder / "zygote.log", "wb") as logf:
+            popen = dict(stdin=theirs.fileno(), stdout=logf, stderr=logf, env=env, start_new_session=True)
+            if box._userns and os.geteuid() == 0:
+                proc = popen_as_root_of_new_userns(argv, box._join_and_limit(cg), box.HOST_ID_BASE, popen)
+            else:
+                proc = subprocess.Popen(argv, preexec_fn=box._join_and_limit(cg), **popen)
+    except BaseException:
+        ours.close()
+        theirs.close()
+        cg.destroy()
+        _rmtree(folder)
+        raise
+    theirs.close()
+    z = Zygote(key, proc, ours, cg, folder)
+    ok = select.select([ours], [], [], READY_TIMEOUT)[0] and ours.recv(16) == b"ready"
+    if not ok:
+        why = _tail(folder / "zygote.log")
+        _end(z)
+        raise SandboxError(f"the verifier zygote did not start: {why}")
+    z.ready = True
+    with _lock:
+        _alive[key] = _alive.get(key, 0) + 1
+    return z
+
+
+def _end(z: Zygote) -> None:
+    if z.ready:
+        with _lock:
+            _alive[z.key] -= 1
+        z.ready = False
+    try:
+        z.sock.close()
+    except OSError:
+        pass
+    if z.proc.poll() is None:
+        try:
+            os.killpg(z.proc.pid, signal.SIGKILL)  # bwrap (its session leader): the zygote dies with it
+        except ProcessLookupError:
+            pass
+    z.cgroups.destroy()  # and whatever is left in its cgroups
+    z.proc.wait()
+    _rmtree(z.folder)
+
+
+def run(box, runtime: Path, tests: Path, opts: VerifierOptions, timeout: float, end_agent, stage) -> VerifierRun | None:
+    """End the agent, stage the task into the episode folder's ``prepared/`` and verify through a zygote. None if no
+    zygote could start (zygotes are then off in this process; the caller verifies the usual way)."""
+    t0 = time.monotonic()
+    try:
+        z = _take(box, runtime)
+    except (SandboxError, OSError) as e:
+        turn_off(e)
+        return None
+    ok = False
+    try:
+        end_agent(box)
+        stage(box._root / "prepared", tests, box.private_state)
+        res = _verify(box, z, opts, timeout, t0)
+        ok = not res.timed_out and res.exit_code != 3
+        if res.exit_code == 3 and b"t1 verifier zygote:" in res.stderr and not res.stdout:
+            # the kernel refused a mount, a namespace or a capability change before any check ran
+            turn_off(res.stderr.decode(errors="replace").strip().splitlines()[-1])
+            return None
+        return VerifierRun(res, "separate", [], prepared=True)
+    finally:
+        if ok:
+            _give_back(z)
+        else:
+            _end(z)
+
+
+def _verify(box, z: Zygote, opts: VerifierOptions, timeout: float, t0: float) -> ExecResult:
+    c = box.config
+    prog = seccomp.program()
+    spec = {
+        "episode": box._root.name,
+        "workdir": c.workdir,
+        "tests": f"{VERIFIER_DIR}/tests",
+        "private": PRIVATE_DIR,
+        "home": VERIFIER_HOME,
+        "home_files": list(VERIFIER_HOME_FILES),
+        "argv": list(opts.args),
+        "env": {**c.environ(), **verifier_env(), **opts.env},
+        "caps": sorted(CAPS[cap] for cap in box._caps()),
+        "seccomp": prog.hex() if prog else "",
+    }
+    report_r, report_w = os.pipe()
+    log_r, log_w = os.pipe()
+    try:
+        socket.send_fds(z.sock, [json.dumps(spec).encode()], [report_w, log_w])
+    finally:
+        os.close(report_w)
+        os.close(log_w)
+    out, err = OutputCapture(box.EXEC_OUTPUT_CAP), OutputCapture(box.EXEC_OUTPUT_CAP)
+    readers = {report_r: out, log_r: err}
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    try:
+        while readers:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for fd in select.select(list(readers), [], [], left)[0]:
+                data = os.read(fd, 65536)
+                if data:
+                    readers[fd].feed(data)
+                else:
+                    del readers[fd]
+    finally:
+        os.close(report_r)
+        os.close(log_r)
+    code = -9
+    if not timed_out:  # the verifier's pid namespace has ended (every writer of the pipes is gone): its status
+        if select.select([z.sock], [], [], box.EXIT_GRACE)[0]:
+            answer = z.sock.recv(64)
+            code = int(answer.split()[1]) if answer.startswith(b"done ") else -9
+    return ExecResult(code, out.bytes(), err.bytes(), timed_out, time.monotonic() - t0)
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no output"
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
