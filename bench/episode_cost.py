@@ -7,14 +7,15 @@ Three parts, each with its baselines measured in the same run, and a markdown ta
    a command round trip (``env.step('true')`` and the shell's own ``ShellSession.run('true')``), the oracle's solve
    step, the submit step (the verification the agent waits for) and ``info["verify_duration"]`` (verify's own clock),
    and the teardown (``ShellSession.close()`` + ``Sandbox.stop()``, timed apart: with ``prestart`` it runs in the
-   background). Baselines: a bare ``bash -c true`` and a bare pytest start (this interpreter's
-   ``python -I -m pytest`` over one trivial test, plugin autoload off: about what a minimal venv costs).
+   background). Locally, also a block with verifier zygotes off (``T1_VERIFIER_ZYGOTE=0``: the prepared verifier
+   starts an interpreter and imports pytest per episode). Baselines: a bare ``bash -c true`` and a bare pytest start
+   (this interpreter's ``python -I -m pytest`` over one trivial test, plugin autoload off: about a minimal venv).
 2. **Oracle episodes/s** over the four short tasks of ``bench/ray_executor.py``, 1 and 2 workers (driver threads),
    each configuration in a child process of its own, configurations alternating within each round (median over
    rounds): ``fresh`` makes a new env per episode with ``prestart=False`` (what ``bench/ray_executor.py`` and the issue
    measured), ``kept`` keeps one env per task and worker (``prestart=True``: the next sandbox starts, and for a one-task
-   env its workdir is prepared, while the episode runs), with ``prepare_verifier`` on and off. Beside the rate, the
-   CPU seconds an episode costs on the host (the child's own ``cpuacct`` cgroup, as root: every sandbox and verifier
+   env its workdir is prepared, while the episode runs), with ``prepare_verifier`` on (locally: with the verifier
+   zygote, the default, and with zygotes off) and off. Beside the rate, the CPU seconds an episode costs on the host (the child's own ``cpuacct`` cgroup, as root: every sandbox and verifier
    process included; Docker's containers are the engine's): on a shared machine the rate follows the load, this not.
 3. **Today's figure**, side by side: the local 1-worker episodes/s children also run with ``--compare REV`` (default
    ``bce6b5c``, main when the issue was filed; ``git archive`` into a temp folder, put first on ``PYTHONPATH``),
@@ -85,11 +86,12 @@ def env_kwargs(prepare: bool | None) -> dict:
 
 
 # -- part 1: the phases of one episode --------------------------------------------------------------------------
-def phases(backend: str, runs: int) -> dict[str, dict[str, list[float]]]:
-    """{row: {"on"/"off": seconds}}: a hello-file episode's phases, prepare_verifier on and off, alternating."""
+def phases(backend: str, runs: int, only_on: bool = False) -> dict[str, dict[str, list[float]]]:
+    """{row: {"on"/"off": seconds}}: a hello-file episode's phases, prepare_verifier on and off, alternating
+    (``only_on``: on only)."""
     task = get_task("hello-file")
     solve = oracle_command(task)
-    modes = ("on", "off") if env_kwargs(True) else ("on",)
+    modes = ("on", "off") if env_kwargs(True) and not only_on else ("on",)
     envs = {
         m: TerminalEnv(task="hello-file", backend=backend, max_turns=100_000, **env_kwargs(m == "on")) for m in modes
     }
@@ -245,9 +247,14 @@ def leave_cpu_cgroup(d: Path) -> None:
         pass  # a process still in it (it ends soon): the empty group stays, harmless
 
 
-def child(checkout: Path | None, backend: str, workers: int, mode: str, episodes: int, prepare: bool | None) -> dict:
-    argv = [sys.executable, __file__, "--child", json.dumps([backend, workers, mode, episodes, prepare])]
+def child(checkout: Path | None, backend: str, workers: int, mode: str, episodes: int, prepare) -> dict:
+    """One episodes/s configuration in a process of its own. ``prepare``: True (the default: on, with the local
+    verifier zygote), "prepared" (on, zygotes off: ``T1_VERIFIER_ZYGOTE=0``), False, or None (not passed)."""
     env = dict(os.environ)
+    if prepare == "prepared":
+        env["T1_VERIFIER_ZYGOTE"] = "0"
+        prepare = True
+    argv = [sys.executable, __file__, "--child", json.dumps([backend, workers, mode, episodes, prepare])]
     if checkout is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(checkout), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
@@ -278,7 +285,8 @@ def rates_and_goals(args, backends: list[str], has_prepare: bool, base: dict, ta
             eps = args.episodes if b == "local" else args.docker_episodes
             if b == "local":
                 configs.append(("this", None, b, workers, "fresh", eps, None))
-            configs += [("this", None, b, workers, "kept", eps, p) for p in ((True, False) if has_prepare else (None,))]
+            settings = ((True, "prepared", False) if b == "local" else (True, False)) if has_prepare else (None,)
+            configs += [("this", None, b, workers, "kept", eps, p) for p in settings]
             if old is not None and b == "local" and workers == 1:
                 configs += [(args.compare, old, b, workers, m, eps, None) for m in ("fresh", "kept")]
     results: dict[tuple, list[float]] = {}
@@ -317,7 +325,9 @@ def rates_and_goals(args, backends: list[str], has_prepare: bool, base: dict, ta
             eps_of[(name, b, mode, prepare, workers)] = statistics.median(results[cfg])
             cells.append(f"{eps_of[(name, b, mode, prepare, workers)]:.2f}")
             cpus.append(f"{statistics.median(cpu_per[cfg]):.2f}")
-        label = {None: "default", True: "on", False: "off"}[prepare]
+        label = {None: "default", True: "on", "prepared": "on, zygotes off", False: "off"}[prepare]
+        if b == "local" and prepare is True:
+            label = "on (zygote: the default)"
         print(f"| {name} | {b} | {mode} | {label} | {cells[0]} | {cells[1]} | {' / '.join(cpus)} |")
 
     # goals
@@ -388,14 +398,24 @@ def main() -> None:
     # part 1
     base = baselines(args.runs)
     table: dict[str, dict[str, dict[str, list[float]]]] = {b: phases(b, args.runs) for b in backends}
-    print("\n### Phases of a `hello-file` episode (median ms; prepare_verifier on / off)\n")
+    if "local" in backends and has_prepare:  # the prepared verifier without zygotes: a block of its own after
+        os.environ["T1_VERIFIER_ZYGOTE"] = "0"  # (read at each verification: not switched between envs in play)
+        try:
+            for row, got in phases("local", args.runs, only_on=True).items():
+                table["local"].setdefault(row, {})["prepared"] = got["on"]
+        finally:
+            del os.environ["T1_VERIFIER_ZYGOTE"]
+    print(
+        "\n### Phases of a `hello-file` episode (median ms; prepare_verifier on / off; local: on with the verifier "
+        "zygote (the default) / on with zygotes off / off)\n"
+    )
     print("| phase | " + " | ".join(backends) + " |\n|---|" + "---:|" * len(backends))
     rows = list(dict.fromkeys(r for b in backends for r in table[b]))
     for row in rows:
         cells = []
         for b in backends:
             got = table[b].get(row, {})
-            cells.append(" / ".join(f"{ms(got[m]):.2f}" for m in ("on", "off") if m in got) or "-")
+            cells.append(" / ".join(f"{ms(got[m]):.2f}" for m in ("on", "prepared", "off") if m in got) or "-")
         print(f"| {row} | " + " | ".join(cells) + " |")
     for row, xs in base.items():
         print(f"| {row} | {ms(xs):.2f} (host) |" + " |" * (len(backends) - 1))
