@@ -218,6 +218,14 @@ class T1Trainer(GRPOTrainer):
             )
         self.async_rollouts: AsyncRollouts | None = None  # started at the first training step
         self.engine = engine if engine is not None else self._default_engine()
+        if self.async_config is not None and getattr(self.engine, "model", None) is self.accelerator.unwrap_model(
+            self.model
+        ):
+            raise ValueError(
+                "async training needs an engine with weights of its own: its producer samples while the optimizer "
+                "updates the policy in place; leave engine unset (an HFEngine over a copy is made) or pass "
+                "HFEngine(copy.deepcopy(policy), tokenizer)"
+            )
         env_kwargs = dict(args.env_kwargs)
         if make_env is None and args.rollout_executor != "inprocess":
             env_kwargs["executor"] = make_executor(args.rollout_executor, args.ray_address)

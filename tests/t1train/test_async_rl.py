@@ -19,6 +19,7 @@ from t1train.engines.base import SamplingParams
 from t1train.engines.hf import HFEngine
 from t1train.rollout import RolloutConfig, RolloutRunner
 from t1train.trainer import T1Trainer
+from t1train.trajectory import Trajectory
 
 from .conftest import tiny_config
 
@@ -204,3 +205,73 @@ def test_three_async_steps_with_staleness_2(tiny, tmp_path, scripted_env, capsys
     policy = dict(trainer.model.named_parameters())
     assert trainer.engine.weight_version == "3"
     assert all(torch.equal(policy[n], p) for n, p in trainer.engine.model.named_parameters())
+
+
+def even_tokens(trajectory, **kwargs) -> list[float]:
+    """A reward the tiny model's samples vary in, and that a policy can learn: how many sampled ids are even."""
+    return [float(sum(i % 2 == 0 for turn in t.turns for i in turn.sampled_ids)) for t in trajectory]
+
+
+def test_staleness_0_trains_exactly_what_sync_trains_on_the_same_episodes(tiny, tmp_path, scripted_env):
+    """The check issue 29's one-seed learning run called for: ``max_staleness: 0`` is the synchronous schedule
+    through the async path (its own engine copy, the producer thread, take/score). Two async steps are played; a
+    synchronous trainer is then fed exactly those episodes, step by step. Same episodes -> the same weights, bit for
+    bit; and every sampled token's log-prob under the trainer equals the sampler's (the copy has the policy's
+    weights and mode at each version). So a gap between async s0 and sync in a learning run is in *which* episodes
+    were sampled (seeds), not in how they are trained on."""
+    model, tokenizer = tiny
+    common = dict(max_steps=2, router_aux_loss_coef=0.0)
+    a_args = tiny_config(tmp_path / "async", async_rl={"max_staleness": 0}, **common)
+    a = T1Trainer(
+        copy.deepcopy(model), a_args, processing_class=tokenizer, make_env=scripted_env, reward_funcs=[even_tokens]
+    )
+    a.train()
+    records = [json.loads(line) for line in (Path(a_args.output_dir) / "trajectories.jsonl").read_text().splitlines()]
+    played = {}
+    for r in records:
+        if r["metadata"]["phase"] == "train":
+            played.setdefault(r["metadata"]["step"], []).append(r)
+    assert sorted(played) == [0, 1] and all(len(v) == 4 for v in played.values())
+
+    class Replay(T1Trainer):
+        def rollout(self, specs, sampling=None, phase="train", first_index=0):
+            episodes = sorted(played[self.state.global_step], key=lambda r: r["metadata"]["episode"])
+            return [Trajectory.from_dict(r) for r in episodes]
+
+    b = Replay(
+        copy.deepcopy(model),
+        tiny_config(tmp_path / "sync", **common),
+        processing_class=tokenizer,
+        make_env=scripted_env,
+        reward_funcs=[even_tokens],
+    )
+    b.train()
+    logs_a = [h for h in a.state.log_history if "reward" in h]
+    logs_b = [h for h in b.state.log_history if "reward" in h]
+    assert [h["reward"] for h in logs_a] == [h["reward"] for h in logs_b]
+    assert any(h["grad_norm"] > 0 for h in logs_a)  # the policy moved: the comparison is not between two no-ops
+    assert all(h["off_policy/train_inference_abs_dlogp"] < 1e-5 for h in logs_a)
+    mine = dict(b.model.named_parameters())
+    assert all(torch.equal(p, mine[n]) for n, p in a.model.named_parameters())
+
+
+def test_async_refuses_an_engine_that_shares_the_policy(tiny, tmp_path, scripted_env):
+    """The producer samples while the optimizer updates the policy in place (and TRL switches it to train mode): an
+    HF engine over the policy object itself would sample from weights that change under it mid-episode."""
+    model, tokenizer = tiny
+    policy = copy.deepcopy(model)
+    args = tiny_config(tmp_path, async_rl={"max_staleness": 1})
+    with pytest.raises(ValueError, match="async training needs an engine with weights of its own"):
+        T1Trainer(policy, args, processing_class=tokenizer, make_env=scripted_env, engine=HFEngine(policy, tokenizer))
+
+
+def test_async_under_torchrun_is_a_clear_error(tiny, tmp_path, scripted_env, monkeypatch):
+    """Several training processes (torchrun, accelerate launch) would each need a producer and a share of the
+    groups: not built, so the trainer stops at once and says what to do instead."""
+    import accelerate
+
+    model, tokenizer = tiny
+    monkeypatch.setattr(accelerate.Accelerator, "num_processes", property(lambda self: 2))
+    args = tiny_config(tmp_path, async_rl={"max_staleness": 1})
+    with pytest.raises(ValueError, match="async training runs in one process .* run without torchrun"):
+        T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=scripted_env)
