@@ -61,6 +61,9 @@ from typing import Any, Callable
 
 from t1env.agent.protocol import (
     COMMAND,
+    CONTEXT_POLICIES,
+    DEFAULT_SUMMARY_PROMPT,
+    OMITTED_OBSERVATION,
     PROTOCOLS,
     SUBMIT,
     TEXT_SYSTEM_PROMPT,
@@ -73,15 +76,6 @@ from t1train.tito import Tito, loss_region_drift, retokenize_drift_per_turn
 from t1train.trajectory import Segment, SegmentView, Trajectory, Turn
 
 DEFAULT_SYSTEM_PROMPT = TEXT_SYSTEM_PROMPT  # the text protocol's: one home, t1env/agent/protocol.py
-CONTEXT_POLICIES = ("end", "drop_observations", "summary")
-DEFAULT_SUMMARY_PROMPT = (
-    "The conversation is about to be cut to fit the context window. Before you go on, write a short summary of "
-    "your progress for yourself: what you found, what you changed, what works, what is left to do, and any file "
-    "names, values or errors you will need. Do not run a command in this message."
-)
-DROPPED_NOTE = "[{n} earlier turns of this conversation were removed to fit the context window.]"
-SUMMARY_NOTE = "[{n} earlier turns were replaced by your own summary of them:]\n{summary}"
-OMITTED_OBSERVATION = "[output not shown: the context is full; it is shown again after your summary]"
 
 
 @dataclass
@@ -180,6 +174,10 @@ class RolloutConfig:
             max_turns=self.max_turns,
             truncated_turns=self.truncated_turns,
             chat_template=self.chat_template,
+            context_policy=self.context_policy,
+            keep_last_turns=self.keep_last_turns,
+            max_segments=self.max_segments,
+            summary_prompt=self.summary_prompt,
         )
 
 
@@ -506,11 +504,8 @@ class RolloutRunner:
         return ep.summary_reserve
 
     def _summary_request(self, observation: str) -> list[dict]:
-        """The message(s) after the turn that filled the context: the observation and the request for a summary
-        (one message when observations are user messages, so roles keep alternating)."""
-        if self.config.observation_role == "user":
-            return [{"role": "user", "content": f"{observation}\n\n{self.config.summary_prompt}"}]
-        return [{"role": "tool", "content": observation}, {"role": "user", "content": self.config.summary_prompt}]
+        """The message(s) after the turn that filled the context (:meth:`Protocol.summary_request`)."""
+        return self.protocol.summary_request(observation)
 
     def _end_early(self, ep: _Episode, reason: str, futures, pool) -> bool:
         """End at a loop limit; submit for the agent if configured. Returns True when nothing is left to wait for."""
@@ -577,15 +572,9 @@ class RolloutRunner:
             return False
         recent = list(ep.recent)
         for keep in range(len(recent), -1, -1):
-            first = [dict(m) for m in ep.first_messages]
-            omitted = len(traj.turns) - keep
-            note = (
-                SUMMARY_NOTE.format(n=omitted, summary=summary)
-                if summary is not None
-                else DROPPED_NOTE.format(n=omitted)
+            context = self.protocol.segment_messages(
+                ep.first_messages, recent[len(recent) - keep :], len(traj.turns), summary
             )
-            first[-1]["content"] = f"{first[-1]['content']}\n\n{note}"
-            context = first + [m for pair in recent[len(recent) - keep :] for m in pair]
             ids = self.tito.prompt_ids(context)
             if self.protocol.fits(len(ids) + self._reserve(ep)):
                 break

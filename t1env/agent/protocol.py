@@ -80,6 +80,15 @@ TRUNCATED_HELP = (
     "Not run: the turn was cut at the token limit before it ended. End the turn right after its "
     "action: one fenced command block, or SUBMIT."
 )
+CONTEXT_POLICIES = ("end", "drop_observations", "summary")  # what an episode does when its context is full
+DEFAULT_SUMMARY_PROMPT = (
+    "The conversation is about to be cut to fit the context window. Before you go on, write a short summary of "
+    "your progress for yourself: what you found, what you changed, what works, what is left to do, and any file "
+    "names, values or errors you will need. Do not run a command in this message."
+)
+DROPPED_NOTE = "[{n} earlier turns of this conversation were removed to fit the context window.]"
+SUMMARY_NOTE = "[{n} earlier turns were replaced by your own summary of them:]\n{summary}"
+OMITTED_OBSERVATION = "[output not shown: the context is full; it is shown again after your summary]"
 TOOLS_HELP = "No tool call found. Call `bash` to run a command, `keys` to type into a program, `submit` to finish."
 
 TOOLS = [
@@ -294,6 +303,15 @@ class Protocol:
     """A turn cut at ``max_new_tokens``: ``act`` runs the action it holds, ``reject`` answers :data:`TRUNCATED_HELP`."""
     chat_template: str | None = None
     """A Jinja chat template that overrides the tokenizer's (``None``: the tokenizer's)."""
+    context_policy: str = "end"
+    """When the next turn would not fit ``max_context_tokens``: ``end`` the episode, or go on in a new segment
+    (``drop_observations``, ``summary``; ``docs/training.md``, "Long episodes")."""
+    keep_last_turns: int = 4
+    """Turns a new segment keeps verbatim (assistant message and the message after it)."""
+    max_segments: int = 64
+    """Most segments per episode; past it the episode ends as under ``end``."""
+    summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    """The request for a summary (``context_policy: summary``), sent after the turn that filled the context."""
 
     def __post_init__(self):
         if self.name not in PROTOCOLS:
@@ -302,6 +320,16 @@ class Protocol:
             raise ValueError(f"truncated_turns must be 'act' or 'reject', got {self.truncated_turns!r}")
         if self.observation_role not in ("user", "tool"):
             raise ValueError(f"observation_role must be 'user' or 'tool', got {self.observation_role!r}")
+        if self.context_policy not in CONTEXT_POLICIES:
+            raise ValueError(
+                f"context_policy must be one of {', '.join(CONTEXT_POLICIES)}, got {self.context_policy!r}"
+            )
+        if self.keep_last_turns < 0 or self.max_segments < 1:
+            raise ValueError(
+                f"keep_last_turns must be >= 0 and max_segments >= 1, got {self.keep_last_turns} and {self.max_segments}"
+            )
+        if self.context_policy == "summary" and not self.summary_prompt.strip():
+            raise ValueError("summary_prompt is empty: context_policy 'summary' needs a request for the summary")
         for name in ("max_observation_chars", "max_new_tokens", "max_context_tokens", "max_turns"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -334,6 +362,27 @@ class Protocol:
     def answer_message(self, action: Action) -> dict:
         """The message that answers a turn with no action: what was wrong, and the action format."""
         return {"role": self.observation_role, "content": action.error or FORMAT_HELP}
+
+    def summary_request(self, observation: str) -> list[dict]:
+        """The message(s) after the turn that filled the context (``context_policy: summary``): the observation and
+        the request for a summary, in one message when observations are user messages (roles keep alternating)."""
+        if self.observation_role == "user":
+            return [{"role": "user", "content": f"{observation}\n\n{self.summary_prompt}"}]
+        return [{"role": "tool", "content": observation}, {"role": "user", "content": self.summary_prompt}]
+
+    def segment_messages(
+        self, first: list[dict], recent: list[tuple[dict, dict]], turns: int, summary: str | None = None
+    ) -> list[dict]:
+        """A new segment's conversation: the ``first`` messages, the instruction followed by a note on the
+        ``turns - len(recent)`` turns left out (or by the policy's ``summary`` of them), then the ``recent`` turns
+        (assistant message, message after it)."""
+        omitted = turns - len(recent)
+        note = (
+            SUMMARY_NOTE.format(n=omitted, summary=summary) if summary is not None else DROPPED_NOTE.format(n=omitted)
+        )
+        head = [dict(m) for m in first]
+        head[-1]["content"] = f"{head[-1]['content']}\n\n{note}"
+        return head + [m for pair in recent for m in pair]
 
     # -- parsing and limits -----------------------------------------------------------------------------------
     def parse(self, text: str, cut: bool = False) -> Action:

@@ -81,12 +81,18 @@ def _config_from_args(args) -> EvalConfig:
         max_observation_chars=args.max_observation_chars,
         tool_mode=args.tool_mode,
         protocol=args.protocol,
+        context_policy=args.context_policy,
+        max_context_tokens=args.max_context_tokens,
         max_retries=args.max_retries,
         request_timeout=args.request_timeout,
         price_prompt_per_mtok=args.price_prompt,
         price_completion_per_mtok=args.price_completion,
     )
-    for flag, value in (("--max-tokens", args.max_tokens), ("--max-observation-chars", args.max_observation_chars)):
+    for flag, value in (
+        ("--max-tokens", args.max_tokens),
+        ("--max-observation-chars", args.max_observation_chars),
+        ("--max-context-tokens", args.max_context_tokens),
+    ):
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be an integer >= 1, got {value}")
     for flag, value in (
@@ -274,6 +280,19 @@ def add_parsers(sub) -> None:
         default=None,
         help="agent protocol (docs/protocol.md): text (the action in the reply) or tools (tool calling); "
         "default: --agent hf the checkpoint's (t1_protocol.json), --agent openai --tool-mode",
+    )
+    p.add_argument(
+        "--context-policy",
+        choices=["end", "drop_observations", "summary"],
+        default=None,
+        help="--agent hf: when the next turn would not fit the context, end the trial or go on in a new segment "
+        "(docs/training.md, Long episodes); default: the checkpoint's (t1_protocol.json), else end",
+    )
+    p.add_argument(
+        "--max-context-tokens",
+        type=int,
+        default=None,
+        help="--agent hf: the context budget (default: the checkpoint's t1_protocol.json, else none)",
     )
     p.add_argument(
         "--tool-mode",

@@ -21,9 +21,10 @@ exactly (prompt ids in, new ids out). For a large model, serve it (``transformer
 
 from __future__ import annotations
 
+import collections
 import threading
 
-from t1env.agent.protocol import NONE, Protocol
+from t1env.agent.protocol import NONE, OMITTED_OBSERVATION, Protocol
 from t1env.eval.options import EvalOptions
 from t1env.task import Task
 
@@ -56,7 +57,11 @@ def agent_protocol(options: EvalOptions) -> Protocol:
     """The protocol for ``options.model``: its ``t1_protocol.json`` (else the defaults), with the options given."""
     recorded = Protocol.load(options.model) or Protocol()
     protocol = recorded.replace(
-        name=options.protocol, max_new_tokens=options.max_tokens, max_observation_chars=options.max_observation_chars
+        name=options.protocol,
+        max_new_tokens=options.max_tokens,
+        max_observation_chars=options.max_observation_chars,
+        context_policy=options.context_policy,
+        max_context_tokens=options.max_context_tokens,
     )
     if protocol.name != "text":
         raise ValueError(
@@ -83,13 +88,20 @@ class HFAgent:
         self.turns = 0
         self.last_turn: dict | None = None
         self.env_max_turns: int | None = None  # the env's turn limit (reset's info): the default of the protocol's
+        self.first: list[dict] = []  # system + instruction: every segment starts from them
+        self.recent: collections.deque = collections.deque(maxlen=self.protocol.keep_last_turns)
+        self.segments = 1
+        self.summarizing = False  # the next turn is the summary (context_policy: summary)
+        self.summary_reserve: int | None = None
 
     def act(self, observation: str, info: dict) -> dict:
         if not self.messages:
-            self.messages = self.protocol.first_messages(observation)
+            self.first = self.protocol.first_messages(observation)
+            self.messages = list(self.first)
             self.env_max_turns = info.get("max_turns") or self.task.spec.limits.max_turns
+            going_on = True
         else:
-            self.messages.append(self.protocol.observation_message(observation, info))
+            going_on = self._add(self.protocol.observation_message(observation, info))
         turn: dict = {"prompt_tokens": 0, "completion_tokens": 0}
         texts: list[str] = []
         action = None
@@ -99,7 +111,7 @@ class HFAgent:
                 action = {"submit": True}
                 break
             self.prompt_ids = self.render()
-            if not self.protocol.fits(len(self.prompt_ids), self.max_new_tokens):
+            if not (going_on and self.protocol.fits(len(self.prompt_ids), self.max_new_tokens)):
                 texts.append(
                     f"[t1] the next turn would not fit in {self.protocol.max_context_tokens} tokens: "
                     "the trial is submitted"
@@ -111,21 +123,81 @@ class HFAgent:
             text = self.tokenizer.decode(new, skip_special_tokens=True)
             texts.append(text)
             self.messages.append({"role": "assistant", "content": text})
+            if self.summarizing:  # the summary turn: the env is not stepped, the next segment starts from it
+                self.summarizing = False
+                going_on = self._new_segment(summary=text)
+                continue
             cut = len(new) >= self.max_new_tokens and new[-1] not in self.stop_ids
             parsed = self.protocol.parse(text, cut=cut)
             if parsed.kind != NONE:
                 action = parsed.to_env()
             else:
-                self.messages.append(self.protocol.answer_message(parsed))
+                going_on = self._add(self.protocol.answer_message(parsed))
         turn["message"] = "\n\n".join(t for t in texts if t)
         self.last_turn = turn
         return action
 
-    def render(self) -> list[int]:
-        """The prompt ids of the conversation so far: the chat template rendered as text, then tokenized (as
-        ``t1train``'s rollout renders its first prompt)."""
+    # -- the context policy (t1train's rollout does the same in token space) ---------------------------------
+    def _add(self, message: dict) -> bool:
+        """Append the message after the last turn; when the next turn would not fit, apply the protocol's
+        ``context_policy`` as t1train's rollout does. False: the episode ends at the context limit."""
+        policy = self.protocol.context_policy
+        self.recent.append((self.messages[-1], message))
+        grown = self.messages + [message]
+        fits = self._fits(grown, self._reserve())
+        if fits or policy == "end" or self.segments >= self.protocol.max_segments:
+            self.messages = grown
+            return fits or self._fits(grown)
+        if policy == "drop_observations":
+            return self._new_segment()
+        request = self.protocol.summary_request(message["content"])  # summary: ask in this segment
+        if not self._fits(self.messages + request):
+            request = self.protocol.summary_request(OMITTED_OBSERVATION)
+            if not self._fits(self.messages + request):
+                return self._new_segment()  # no room to ask: drop instead
+        self.messages = self.messages + request
+        self.summarizing = True
+        return True
+
+    def _new_segment(self, summary: str | None = None) -> bool:
+        """Go on from the first messages (+ the summary) and as many of the last turns as fit (False: none fits,
+        or ``max_segments`` is reached)."""
+        if self.segments >= self.protocol.max_segments:
+            return False
+        recent = list(self.recent)
+        for keep in range(len(recent), -1, -1):
+            messages = self.protocol.segment_messages(self.first, recent[len(recent) - keep :], self.turns, summary)
+            if self._fits(messages, self._reserve()):
+                self.messages, self.segments = messages, self.segments + 1
+                return True
+        return False
+
+    def _fits(self, messages: list[dict], reserve: int = 0) -> bool:
+        return self.protocol.fits(len(self.render(messages)) + reserve, self.max_new_tokens)
+
+    def _reserve(self) -> int:
+        """Room kept free beyond the next turn under ``summary``: the request after a placeholder observation and
+        its answer (measured once by rendering, as the rollout measures it by its bridge)."""
+        if self.protocol.context_policy != "summary":
+            return 0
+        if self.summary_reserve is None:
+            probe = [
+                {"role": "system", "content": "x"},
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": ""},
+            ]
+            grown = self.render(probe + self.protocol.summary_request(OMITTED_OBSERVATION))
+            self.summary_reserve = len(grown) - len(self.render(probe, prompt=False)) + 1 + self.max_new_tokens
+        return self.summary_reserve
+
+    def render(self, messages: list[dict] | None = None, prompt: bool = True) -> list[int]:
+        """The prompt ids of the conversation so far (or of ``messages``): the chat template rendered as text, then
+        tokenized (as ``t1train``'s rollout renders its first prompt and each new segment's)."""
         text = self.tokenizer.apply_chat_template(
-            self.messages, chat_template=self.protocol.chat_template, tokenize=False, add_generation_prompt=True
+            self.messages if messages is None else messages,
+            chat_template=self.protocol.chat_template,
+            tokenize=False,
+            add_generation_prompt=prompt,
         )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 

@@ -36,6 +36,12 @@ class EvalOptions:
     """agent protocol, ``text`` or ``tools`` (``docs/protocol.md``; ``--protocol``). Default: for ``--agent hf`` the
     one the checkpoint was trained with (its ``t1_protocol.json``), else ``text``; for ``--agent openai``
     ``tool_mode``"""
+    context_policy: str | None = None
+    """``--agent hf``: what a trial does when the next turn would not fit the context (``end``,
+    ``drop_observations``, ``summary``; ``--context-policy``). Default: the checkpoint's ``t1_protocol.json``, else
+    ``end``"""
+    max_context_tokens: int | None = None
+    "``--agent hf``: the context budget in tokens (default: the checkpoint's ``t1_protocol.json``, else none)"
     max_retries: int = 5
     "retries of a model call on 429/5xx/connection errors, with exponential backoff"
     request_timeout: float = 120.0

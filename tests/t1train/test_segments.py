@@ -280,6 +280,11 @@ def test_one_trainer_step_on_multi_segment_episodes(tiny, tmp_path, one_thread):
     logs = trainer.state.log_history[0]
     assert trainer.state.global_step == 1
     assert logs["t1/segments_mean"] > 1 and logs["t1/tito_drift_tokens"] == 0
+    # evaluation (t1train eval, the periodic and before/after ones) plays under the same context policy
+    trainer.evaluate_episodes(["scripted"], [0], episodes_per_task=2)
+    log = [json.loads(line) for line in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
+    evals = [r for r in log if r["metadata"]["phase"] == "eval"]
+    assert len(evals) == 2 and all(len(r["segments"]) > 1 for r in evals)
 
 
 @pytest.mark.parametrize(

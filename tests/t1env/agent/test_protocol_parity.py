@@ -18,12 +18,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from t1env.agent.protocol import PROTOCOL_FILE, Protocol
+from t1env.agent.protocol import DEFAULT_SUMMARY_PROMPT, PROTOCOL_FILE, Protocol
 from t1env.env import TerminalEnv
 from t1env.eval import EvalOptions
 from t1env.eval.hf_agent import HFAgent
 from t1env.registry import get_task
-from t1train.engines.base import SamplingParams
+from t1train.engines.base import Generation, SamplingParams
 from t1train.models import load_tokenizer, tiny_moe_path
 from t1train.rollout import EpisodeSpec, RolloutConfig, RolloutRunner, make_env_factory
 from t1train.sft import OracleEngine
@@ -158,7 +158,10 @@ def test_the_openai_agent_sends_the_rollouts_messages(tokenizer):
 
 def test_a_checkpoint_records_its_protocol(tmp_path):
     """What t1train writes into a checkpoint is what the hf agent reads back; a broken record is one line."""
-    cfg = RolloutConfig(system_prompt="Act in the shell.", max_turns=6, truncated_turns="reject")
+    cfg = RolloutConfig(
+        system_prompt="Act in the shell.", max_turns=6, truncated_turns="reject", context_policy="summary",
+        keep_last_turns=2,
+    )  # fmt: skip
     cfg.agent_protocol(max_new_tokens=24).save(tmp_path)
     got = Protocol.load(tmp_path)
     assert got == Protocol(
@@ -167,8 +170,87 @@ def test_a_checkpoint_records_its_protocol(tmp_path):
         truncated_turns="reject",
         max_new_tokens=24,
         max_context_tokens=8192,
+        context_policy="summary",
+        keep_last_turns=2,
     )
     assert Protocol.load(tmp_path / "none") is None
     (tmp_path / PROTOCOL_FILE).write_text('{"name": "telepathy"}')
     with pytest.raises(ValueError, match=r"t1_protocol.json: protocol must be one of text, tools, got 'telepathy'"):
         Protocol.load(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------ context policies
+class ChattyEnv:
+    """A ``T1Terminal-v0`` look-alike without a sandbox: each command's output is a few lines (the context fills in
+    a few turns), SUBMIT ends the episode."""
+
+    def reset(self, seed=None):
+        return "Count to ten, one echo a turn, then submit.", {"max_turns": 20}
+
+    def step(self, action):
+        if isinstance(action, dict) and action.get("submit"):
+            return "", 1.0, True, False, {"passed": 1, "total": 1, "resolved": True}
+        command = action["command"] if isinstance(action, dict) else action  # the eval agents send {"command": ...}
+        return f"ran {command}\n" + "output line\n" * 6, 0.0, False, False, {"exit_code": 0}
+
+    def close(self):
+        pass
+
+
+def chatty_turn(tokenizer, prompt: list[int], n: int) -> list[int]:
+    """The scripted policy: a summary when the prompt ends by asking for one, else ``echo n`` (SUBMIT at 10)."""
+    asked = DEFAULT_SUMMARY_PROMPT[-40:] in tokenizer.decode(prompt[-60:])
+    text = f"Summary: echoed up to {n}." if asked else ("SUBMIT" if n >= 10 else f"```bash\necho {n}\n```")
+    return _turn_ids(tokenizer, text)
+
+
+class ChattyEngine:
+    """The rollout's engine for :func:`chatty_turn`."""
+
+    max_concurrency = 1
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.n = tokenizer, 0
+
+    def generate(self, prompts, sampling, return_routed_experts=False, **kwargs):
+        ids = chatty_turn(self.tokenizer, prompts[0], self.n)
+        self.n += 1
+        return [Generation(ids, [-0.5] * len(ids), "stop", self.tokenizer.eos_token_id)]
+
+
+class ChattyHFAgent(HFAgent):
+    """``--agent hf`` answering with :func:`chatty_turn`; records every prompt it sends."""
+
+    def __init__(self, task, options, tokenizer):
+        super().__init__(task, options)
+        self.prompts: list[list[int]] = []
+
+    def sample(self, ids):
+        self.prompts.append(list(ids))
+        return chatty_turn(self.tokenizer, ids, len(self.prompts) - 1)
+
+
+@pytest.mark.parametrize("policy", ["drop_observations", "summary"])
+def test_the_hf_agent_goes_on_in_segments_as_the_rollout_does(tmp_path, tokenizer, policy):
+    """``t1env eval --agent hf`` on a checkpoint that records a context policy (``t1_protocol.json``): when the next
+    turn would not fit, the agent starts a new segment (or asks for a summary first) as t1train's rollout does:
+    every prompt it sends is the rollout's prompt of that turn, token for token, in every segment."""
+    cfg = RolloutConfig(
+        system_prompt="Act.", max_turns=20, concurrency=1, max_context_tokens=360, context_policy=policy,
+        keep_last_turns=1,
+    )  # fmt: skip
+    runner = RolloutRunner(ChattyEngine(tokenizer), tokenizer, lambda t: ChattyEnv(), SamplingParams(24, seed=0), cfg)
+    (traj,) = runner.run([EpisodeSpec("chatty", 0)])
+    assert traj.termination == "submit" and traj.num_segments > 2, (traj.termination, traj.num_segments, traj.error)
+    expected = [view.token_ids()[: turn.prompt_len] for view in traj.segment_views() for turn in view.turns]
+    ckpt = _checkpoint(tmp_path, None)
+    cfg.agent_protocol(24).save(ckpt)  # as a checkpoint of a run with this rollout config records it
+    agent = ChattyHFAgent(get_task("hello-file"), EvalOptions(model=ckpt), tokenizer)
+    actions = _play(ChattyEnv(), agent)
+    assert actions[-1] == {"submit": True}
+    assert agent.prompts == expected and agent.segments == traj.num_segments
+    if policy == "drop_observations":  # --context-policy end: submitted where the first segment ended
+        agent = ChattyHFAgent(get_task("hello-file"), EvalOptions(model=ckpt, context_policy="end"), tokenizer)
+        assert _play(ChattyEnv(), agent)[-1] == {"submit": True}
+        first = len(traj.segment_views()[0].turns)
+        assert agent.prompts == expected[:first] and agent.segments == 1
