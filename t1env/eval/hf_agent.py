@@ -11,7 +11,10 @@ override the record; a folder without one (any other checkpoint) gets the ``text
 
 As in the rollout, a turn without an action is answered with the action format and counts as a turn; the trial
 is submitted at the turn limit (the record's ``max_turns``, else the env's: ``--max-turns`` or the task's
-``limits.max_turns``) or when the next turn would not fit in ``max_context_tokens``.
+``limits.max_turns``) or when the next turn would not fit in ``max_context_tokens`` and the record's
+``context_policy`` (``--context-policy``) is ``end``. Under ``drop_observations`` and ``summary`` the trial goes on
+in a new segment, built from the same messages as the rollout's (:meth:`Protocol.segment_messages`), so a model
+trained on long episodes is evaluated on the prompts it was trained on.
 
 The model and tokenizer are loaded once per process and shared by the job's trials; generation runs one request
 at a time (a lock), so ``--concurrency`` overlaps sandboxes with sampling but not two samplings. Tokens are counted
