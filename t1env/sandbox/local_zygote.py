@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from t1env.sandbox import seccomp
@@ -76,7 +76,7 @@ CAPS = {
 }  # fmt: skip
 
 
-@dataclass
+@dataclass(eq=False)  # kept in a set: by identity
 class Zygote:
     key: tuple
     proc: subprocess.Popen
@@ -84,13 +84,14 @@ class Zygote:
     cgroups: SandboxCgroups
     folder: Path  # a t1-sbx-* folder with its owner and cgroups (for `t1env gc`) and its log
     ready: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False  # ended by close_all() while it started
 
 
 _lock = threading.Condition()
 _idle: dict[tuple, list[Zygote]] = {}
 _starting: dict[tuple, int] = {}  # zygotes of each shape being started by warm()
 _alive: dict[tuple, int] = {}  # zygotes of each shape started and not ended (idle or verifying)
+_pending: set = set()  # zygotes warm() started that have not said ready yet
 _users = 0  # envs that may use zygotes; the last to close ends them
 _off: str | None = None  # why zygotes are off in this process (the kernel refused one)
 
@@ -113,10 +114,19 @@ def release() -> None:
 
 
 def close_all() -> None:
-    """End every idle zygote (those verifying now end when they are given back)."""
+    """End every idle zygote and every one being started, and return once they are gone (those verifying now end
+    when they are given back)."""
     with _lock:
         zygotes = [z for zs in _idle.values() for z in zs]
         _idle.clear()
+        starting = list(_pending)
+        for z in starting:
+            z.closed = True
+    for z in starting:  # its start fails now; the thread that waits for it cleans it up
+        _kill(z)
+    with _lock:
+        while any(_starting.values()):
+            _lock.wait(READY_TIMEOUT)
     for z in zygotes:
         _end(z)
 
@@ -163,22 +173,54 @@ def _key(box, runtime: Path) -> tuple:
 
 
 def warm(box, runtime: Path) -> None:
-    """Have a zygote of ``box``'s shape (started here if there is none, idle or verifying; its start is waited for).
-    A second one is started only when two episodes verify at once (:func:`run`)."""
+    """Have a zygote of ``box``'s shape: if there is none (idle or verifying), start one. Only its process is started
+    here; it imports pytest and says ready in the background (a verification that needs it waits for it). A second
+    one is started only when two episodes verify at once (:func:`run`)."""
     key = _key(box, runtime)
     with _lock:
         if _alive.get(key) or _starting.get(key):
             return
         _starting[key] = _starting.get(key, 0) + 1
-    z = None
     try:
-        z = _start(box, runtime, key)
-    finally:
-        with _lock:
-            _starting[key] -= 1
-            if z is not None:
-                _idle.setdefault(key, []).append(z)
-            _lock.notify_all()
+        z = _spawn(box, runtime, key)
+    except BaseException:
+        _started(key, None)
+        raise
+    with _lock:
+        _pending.add(z)
+
+    def ready() -> None:
+        try:
+            _await_ready(z)
+        except (SandboxError, OSError, ValueError) as e:
+            if not z.closed:
+                turn_off(e)
+            _started(key, None, z)
+            return
+        _started(key, z, z)
+
+    threading.Thread(target=ready, name="t1env-zygote-start", daemon=True).start()
+
+
+def idle(wait: bool = True) -> list[Zygote]:
+    """The idle zygotes (``wait``: once none is starting)."""
+    with _lock:
+        while wait and any(_starting.values()):
+            _lock.wait(READY_TIMEOUT)
+        return [z for zs in _idle.values() for z in zs]
+
+
+def _started(key: tuple, z: Zygote | None, spawned: Zygote | None = None) -> None:
+    """A start that warm() began ended: ``z`` ready (idle now; ended if every env closed meanwhile) or None."""
+    with _lock:
+        _starting[key] -= 1
+        _pending.discard(spawned)
+        keep = z is not None and _users > 0 and not z.closed
+        if keep:
+            _idle.setdefault(key, []).append(z)
+        _lock.notify_all()
+    if z is not None and not keep:
+        _end(z)
 
 
 def _take(box, runtime: Path) -> Zygote:
@@ -244,6 +286,13 @@ def _argv(box, runtime: Path) -> list[str]:
 
 def _start(box, runtime: Path, key: tuple) -> Zygote:
     """Start a zygote of ``box``'s shape and wait until it says ready."""
+    z = _spawn(box, runtime, key)
+    _await_ready(z)
+    return z
+
+
+def _spawn(box, runtime: Path, key: tuple) -> Zygote:
+    """Start a zygote's process (in its sandbox, cgroups and folder); :func:`_await_ready` waits for its ready."""
     folder = Path(tempfile.mkdtemp(prefix="t1-sbx-"))
     (folder / "owner").write_text(str(os.getpid()))
     cg = SandboxCgroups(f"t1-{uuid.uuid4().hex[:12]}-zygote", box.config.pids, box.config.memory_mb << 20)
@@ -269,16 +318,22 @@ def _start(box, runtime: Path, key: tuple) -> Zygote:
         _rmtree(folder)
         raise
     theirs.close()
-    z = Zygote(key, proc, ours, cg, folder)
-    ok = select.select([ours], [], [], READY_TIMEOUT)[0] and ours.recv(16) == b"ready"
+    return Zygote(key, proc, ours, cg, folder)
+
+
+def _await_ready(z: Zygote) -> None:
+    """Wait until ``z`` says ready (it imported pytest and configured its session); ended and an error if it does not."""
+    try:
+        ok = select.select([z.sock], [], [], READY_TIMEOUT)[0] and z.sock.recv(16) == b"ready"
+    except OSError:
+        ok = False
     if not ok:
-        why = _tail(folder / "zygote.log")
+        why = _tail(z.folder / "zygote.log")
         _end(z)
         raise SandboxError(f"the verifier zygote did not start: {why}")
     z.ready = True
     with _lock:
-        _alive[key] = _alive.get(key, 0) + 1
-    return z
+        _alive[z.key] = _alive.get(z.key, 0) + 1
 
 
 def _end(z: Zygote) -> None:
@@ -290,14 +345,18 @@ def _end(z: Zygote) -> None:
         z.sock.close()
     except OSError:
         pass
+    _kill(z)
+    z.cgroups.destroy()  # and whatever is left in its cgroups
+    z.proc.wait()
+    _rmtree(z.folder)
+
+
+def _kill(z: Zygote) -> None:
     if z.proc.poll() is None:
         try:
             os.killpg(z.proc.pid, signal.SIGKILL)  # bwrap (its session leader): the zygote dies with it
         except ProcessLookupError:
             pass
-    z.cgroups.destroy()  # and whatever is left in its cgroups
-    z.proc.wait()
-    _rmtree(z.folder)
 
 
 def run(box, runtime: Path, tests: Path, opts: VerifierOptions, timeout: float, end_agent, stage) -> VerifierRun | None:

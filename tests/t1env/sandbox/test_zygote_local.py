@@ -76,8 +76,8 @@ def test_zygote_scores_what_a_cold_verifier_scores(monkeypatch):
     """Oracle and no-op through a zygote and through a verifier started at submission: the same check results. Two
     episodes of one env use one zygote (started once)."""
     started = []
-    start = lz._start
-    monkeypatch.setattr(lz, "_start", lambda *a: started.append(1) or start(*a))
+    spawn = lz._spawn
+    monkeypatch.setattr(lz, "_spawn", lambda *a: started.append(1) or spawn(*a))
     solve = [oracle_command(get_task(TASK))]
     env = TerminalEnv(task=TASK, prestart=False)
     try:
@@ -127,7 +127,7 @@ def test_agent_cannot_see_reach_or_starve_the_zygote():
         env.reset(seed=0)
         env._wait_for_prepare()
         box = env.sandbox
-        (z,) = [z for zs in lz._idle.values() for z in zs]
+        (z,) = lz.idle()
         pids = z.cgroups.pids()
         assert pids
         for kind in ("pid", "mnt", "net"):
@@ -206,7 +206,7 @@ def test_a_verification_past_its_timeout_ends_its_zygote_and_the_next_starts_one
 
 
 def _all() -> list:
-    return [z for zs in lz._idle.values() for z in zs]
+    return lz.idle()
 
 
 def test_close_ends_the_zygotes():
@@ -231,7 +231,7 @@ def test_a_zygote_that_cannot_start_turns_zygotes_off_and_verification_goes_on(m
     def refuse(*a):
         raise SandboxError("the verifier zygote did not start: unshare: Operation not permitted")
 
-    monkeypatch.setattr(lz, "_start", refuse)
+    monkeypatch.setattr(lz, "_spawn", refuse)
     info = episode(TASK, [oracle_command(get_task(TASK))])
     assert info["passed"] == info["total"] == 5 and info["verifier_error"] is None, info
     assert lz._off and "Operation not permitted" in lz._off
