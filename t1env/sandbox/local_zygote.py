@@ -89,6 +89,8 @@ class Zygote:
 
 _lock = threading.Condition()
 _idle: dict[tuple, list[Zygote]] = {}
+_order: list[Zygote] = []  # the idle zygotes, longest idle first
+MAX_IDLE = 4  # idle zygotes kept in all (shapes change as a run moves between tasks): about 35 MB each
 _starting: dict[tuple, int] = {}  # zygotes of each shape being started by warm()
 _alive: dict[tuple, int] = {}  # zygotes of each shape started and not ended (idle or verifying)
 _pending: set = set()  # zygotes warm() started that have not said ready yet
@@ -119,6 +121,7 @@ def close_all() -> None:
     with _lock:
         zygotes = [z for zs in _idle.values() for z in zs]
         _idle.clear()
+        _order.clear()
         starting = list(_pending)
         for z in starting:
             z.closed = True
@@ -216,11 +219,10 @@ def _started(key: tuple, z: Zygote | None, spawned: Zygote | None = None) -> Non
         _starting[key] -= 1
         _pending.discard(spawned)
         keep = z is not None and _users > 0 and not z.closed
-        if keep:
-            _idle.setdefault(key, []).append(z)
+        evicted = _idle_add(z) if keep else []
         _lock.notify_all()
-    if z is not None and not keep:
-        _end(z)
+    for old in evicted if keep else [z] if z is not None else []:
+        _end(old)
 
 
 def _take(box, runtime: Path) -> Zygote:
@@ -231,6 +233,7 @@ def _take(box, runtime: Path) -> Zygote:
         while True:
             while _idle.get(key):
                 z = _idle[key].pop()
+                _order.remove(z)
                 if z.proc.poll() is None:
                     break
                 dead.append(z)
@@ -246,10 +249,21 @@ def _take(box, runtime: Path) -> Zygote:
 
 def _give_back(z: Zygote) -> None:
     with _lock:
-        if _users > 0 and z.proc.poll() is None:
-            _idle.setdefault(z.key, []).append(z)
-            return
-    _end(z)
+        evicted = _idle_add(z) if _users > 0 and z.proc.poll() is None else [z]
+    for old in evicted:
+        _end(old)
+
+
+def _idle_add(z: Zygote) -> list[Zygote]:
+    """(``_lock`` held) ``z`` is idle; returns the zygotes idle longest beyond :data:`MAX_IDLE`, taken out, to end."""
+    _idle.setdefault(z.key, []).append(z)
+    _order.append(z)
+    evicted = []
+    while len(_order) > MAX_IDLE:
+        old = _order.pop(0)
+        _idle[old.key].remove(old)
+        evicted.append(old)
+    return evicted
 
 
 def _argv(box, runtime: Path) -> list[str]:

@@ -236,3 +236,21 @@ def test_a_zygote_that_cannot_start_turns_zygotes_off_and_verification_goes_on(m
     assert info["passed"] == info["total"] == 5 and info["verifier_error"] is None, info
     assert lz._off and "Operation not permitted" in lz._off
     assert [r for r in caplog.records if "zygotes are off" in r.getMessage()]
+
+
+def test_idle_zygotes_beyond_the_cap_are_ended_longest_idle_first(make_task, monkeypatch):
+    """A run that moves between tasks of different sandbox shapes keeps at most MAX_IDLE idle zygotes: the one idle
+    longest is ended (its process and cgroups gone), the newest stays."""
+    monkeypatch.setattr(lz, "MAX_IDLE", 1)
+    first = make_task("in-app")
+    second = make_task("in-work", toml_extra='[environment]\nworkdir = "/work"\n', solve="true\n")
+    env_a, env_b = TerminalEnv(task=str(first), prestart=False), TerminalEnv(task=str(second), prestart=False)
+    try:
+        episode(str(first), [], env_a)
+        (a,) = lz.idle()
+        episode(str(second), [], env_b)
+        (b,) = lz.idle()
+        assert b is not a and a.proc.poll() is not None and not [d for d in a.cgroups.dirs if d.exists()]
+    finally:
+        env_a.close()
+        env_b.close()
