@@ -164,6 +164,7 @@ def _key(box, runtime: Path) -> tuple:
     c = box.config
     return (
         str(runtime),
+        str(box._root.parent),  # the temp folder it binds at /.t1-episodes
         c.workdir,
         tuple(box._caps()),
         box._userns,
@@ -290,7 +291,7 @@ def _argv(box, runtime: Path) -> list[str]:
             i += 2
             continue
         if a == "--remount-ro" and argv[i + 1] == "/":
-            out += ["--bind", tempfile.gettempdir(), EPISODES, "--dir", VERIFIER_HOME, "--dir", PRIVATE_DIR]
+            out += ["--bind", str(box._root.parent), EPISODES, "--dir", VERIFIER_HOME, "--dir", PRIVATE_DIR]
         out.append(a)
         i += 1
     caps = out.index("--cap-drop")
