@@ -115,6 +115,21 @@ def release() -> None:
         close_all()
 
 
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's zygotes are the parent's (never used or ended here); start with none."""
+    global _lock, _users
+    _lock = threading.Condition()
+    _idle.clear()
+    _order.clear()
+    _starting.clear()
+    _alive.clear()
+    _pending.clear()
+    _users = 0
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def close_all() -> None:
     """End every idle zygote and every one being started, and return once they are gone (those verifying now end
     when they are given back)."""
