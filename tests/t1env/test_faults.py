@@ -272,12 +272,13 @@ def test_disk_full_in_the_workdir_is_reported_and_the_next_episode_has_room(make
 # -- the driving process SIGKILLed, then `t1env gc` ---------------------------------------------
 
 
-# Plays one episode per backend up to a command, waits for its background work (the next episode's sandbox,
-# the Docker pool's spare container), says "ready" and waits; on a line from stdin it finishes the episodes.
+# Plays one episode per backend up to a command, waits for its background work (the next episode's sandbox, the
+# verifier's preparation and the local verifier zygote, the Docker pool's spare container), says "ready" and waits; on
+# a line from stdin it finishes the episodes.
 _DRIVER = """
 import json, sys
 from t1env.env import TerminalEnv
-from t1env.sandbox import docker_pool
+from t1env.sandbox import docker_pool, local_zygote
 
 task, backends = sys.argv[1], sys.argv[2].split(",")
 envs = {b: TerminalEnv(task=task, backend=b) for b in backends}
@@ -285,6 +286,8 @@ for env in envs.values():
     env.reset(seed=0)
     env.step("echo hello > /app/out.txt")
     env._spare.result()
+    env._wait_for_prepare()
+local_zygote.idle()  # the verifier zygote the local episode's preparation started is ready
 for p in list(docker_pool._pools.values()):
     with p.cond:
         p.cond.wait_for(lambda: len(p.ready) >= p.size and not p.filling, timeout=120)
@@ -391,9 +394,9 @@ def test_gc_removes_what_a_killed_driver_left_and_nothing_of_a_live_one(make_tas
     live = _start_driver(task, "local,docker", sandbox_tmpdir)
     try:
         left, kept = _leftovers(dead.pid, sandbox_tmpdir), _leftovers(live.pid, sandbox_tmpdir)
-        # local: the episode's sandbox and the prestarted next one, each a folder and cgroups (v1: pids and memory);
-        # Docker: the same two containers and the pool's spare, each with 3 volumes (workdir, /tmp, /root)
-        assert len(left["folders"]) == 2 and len(left["cgroups"]) >= 2, left
+        # local: the episode's sandbox, the prestarted next one and the verifier zygote, each a folder and cgroups
+        # (v1: pids and memory); Docker: the same two containers and the pool's spare, each with 3 volumes
+        assert len(left["folders"]) == 3 and len(left["cgroups"]) >= 3, left
         assert len(left["containers"]) >= 3 and len(left["volumes"]) >= 9, left
         dead.kill()
         dead.wait(timeout=30)
@@ -409,7 +412,7 @@ def test_gc_removes_what_a_killed_driver_left_and_nothing_of_a_live_one(make_tas
             env={**os.environ, "TMPDIR": str(sandbox_tmpdir)},
         )
         assert gc.returncode == 0, gc.stderr
-        assert "removed 2 orphaned local sandbox folder(s)" in gc.stdout, gc.stdout
+        assert "removed 3 orphaned local sandbox folder(s)" in gc.stdout, gc.stdout
         deadline = time.monotonic() + 10  # processes of removed containers exit after the engine ends them
         while _still_there(left)["processes"] and time.monotonic() < deadline:
             time.sleep(0.1)
