@@ -29,12 +29,15 @@ the ``chain`` family in real sandboxes, SFT warm-start, PPO with a warm-started 
 (the recipe), ``async-is`` (``async: {max_staleness: 2}``, plain truncated IS) and ``async-atr`` (the same with
 ``off_policy_loss: adaptive_trust_region``), each trained for the same number of optimizer steps from the seed's
 SFT warm-start (made once per seed by ``bench/learning_curve.py``'s ``sft_once``, kept under ``--work``) and scored on
-the recipe's held-out episodes after RL; the SFT policy is scored once per seed as the baseline.
+the recipe's held-out episodes after RL; the SFT policy is scored once per seed as the baseline. ``--sft-seed N``
+starts every RL seed from seed N's SFT warm-start (one SFT run; the baselines are then the eval noise);
+``--variants`` runs a subset. Each run is added to ``learning.json`` as it ends.
 
 Usage::
 
     python bench/async_rl.py [--steps 8] [--decode-s 0.05] [--command-s 0.02] [--staleness 1 2 4]
     python bench/async_rl.py --learning [--seeds 0 1 2] [--rl-steps 24] [--jobs 2] [--work runs/async_rl]
+        [--sft-seed 0] [--sft-steps 300] [--eval-episodes 8] [--variants sync async-is async-atr]
 """
 
 from __future__ import annotations
@@ -244,9 +247,11 @@ def sft_seed(seed: int, work: Path, sft_steps: int | None) -> int:
     return seed
 
 
-def learning_run(seed: int, work: Path, name: str, steps: int, baseline: bool, episodes: int | None) -> dict:
-    """One variant of the recipe from the seed's SFT warm-start: train ``steps`` steps, score the held-out episodes
-    (and, with ``baseline``, the SFT policy first)."""
+def learning_run(
+    seed: int, work: Path, name: str, steps: int, baseline: bool, episodes: int | None, sft_from: int | None = None
+) -> dict:
+    """One variant of the recipe from the seed's SFT warm-start (``sft_from``'s, when given): train ``steps`` steps,
+    score the held-out episodes (and, with ``baseline``, the SFT policy first)."""
     torch.set_num_threads(1)
     from learning_curve import _config
 
@@ -254,7 +259,8 @@ def learning_run(seed: int, work: Path, name: str, steps: int, baseline: bool, e
     from t1train.pipeline import eval_specs
 
     cfg, targs = _config(seed, work, LEARNING[name], steps, name)
-    model, tokenizer = load_model_and_tokenizer(cfg.sft.output_dir)
+    sft_dir = cfg.sft.output_dir if sft_from is None else str(work / f"seed{sft_from}" / "sft")
+    model, tokenizer = load_model_and_tokenizer(sft_dir)
     trainer = T1Trainer(model.train(), targs, processing_class=tokenizer)
     tasks, seeds = eval_specs(cfg, targs)
     n = episodes or cfg.eval.episodes_per_task
@@ -270,6 +276,7 @@ def learning_run(seed: int, work: Path, name: str, steps: int, baseline: bool, e
         "before": before,
         "after": after,
         "rl_seconds": seconds,
+        "train_passing": [h["t1/passing_fraction"] for h in logs],
         "dropped": sum(h.get("async/dropped_episodes", 0.0) for h in logs),
         "staleness_mean": statistics.mean(h.get("async/staleness_mean", 0.0) for h in logs),
     }
@@ -282,47 +289,70 @@ def learning(args: argparse.Namespace) -> None:
     work = Path(args.work)
     ctx = get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
-        n = len(args.seeds)
-        for seed in pool.map(sft_seed, args.seeds, [work] * n, [args.sft_steps] * n):
+        sft_seeds = args.seeds if args.sft_seed is None else [args.sft_seed]
+        n = len(sft_seeds)
+        for seed in pool.map(sft_seed, sft_seeds, [work] * n, [args.sft_steps] * n):
             print(f"sft seed {seed} ready", flush=True)
-        jobs = [(seed, name) for seed in args.seeds for name in LEARNING]
-        runs = list(
-            pool.map(
-                learning_run,
-                [s for s, _ in jobs],
-                [work] * len(jobs),
-                [n for _, n in jobs],
-                [args.rl_steps] * len(jobs),
-                [n == "sync" for _, n in jobs],
-                [args.eval_episodes] * len(jobs),
-            )
-        )
-    (work / "learning.json").write_text(json.dumps(runs, indent=1))
+        jobs = [(seed, name) for seed in args.seeds for name in args.variants]
+        runs = []
+        for run in pool.map(
+            learning_run,
+            [s for s, _ in jobs],
+            [work] * len(jobs),
+            [n for _, n in jobs],
+            [args.rl_steps] * len(jobs),
+            [n == "sync" for _, n in jobs],
+            [args.eval_episodes] * len(jobs),
+            [args.sft_seed] * len(jobs),
+        ):
+            runs.append(run)  # each run kept as it ends: a run stopped early leaves the finished ones
+            (work / "learning.json").write_text(json.dumps(runs, indent=1))
+            print(f"seed {run['seed']} {run['name']}: {run['after']}", flush=True)
     print(render_learning(runs, args))
 
 
+def _sd(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
 def render_learning(runs: list[dict], args: argparse.Namespace) -> str:
+    """Held-out resolved rate / passing fraction per variant and seed, their mean and spread over seeds."""
+    sft = f"seed {args.sft_seed}'s SFT warm-start" if args.sft_seed is not None else "each seed's SFT warm-start"
     lines = [
-        f"{args.rl_steps} optimizer steps from each seed's SFT warm-start ({args.sft_steps or 1200} steps); held-out: "
-        f"chain's 11 test instances x {args.eval_episodes or 16} episodes",
+        f"{args.rl_steps} optimizer steps from {sft} ({args.sft_steps or 1200} steps); held-out: chain's 11 test "
+        f"instances x {args.eval_episodes or 16} episodes; cells: resolved rate / passing fraction",
         "",
-        "| variant | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean | RL wall (s, mean) | dropped |",
-        "|---|" + "---|" * (len(args.seeds) + 3),
+        "| variant | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean (sd over seeds) | train-batch passing, "
+        "first → last step (mean) | RL wall (s, mean) | dropped |",
+        "|---|" + "---|" * (len(args.seeds) + 4),
     ]
-    sft = {r["seed"]: r["before"]["resolved_rate"] for r in runs if r["before"] is not None}
-    lines.append(
-        "| SFT (before RL) | "
-        + " | ".join(f"{sft[s]:.3f}" for s in args.seeds)
-        + f" | {statistics.mean(sft.values()):.3f} | | |"
-    )
+
+    def row(name: str, scores: dict[int, dict], extra: str) -> str:
+        cells = [
+            f"{scores[s]['resolved_rate']:.3f} / {scores[s]['passing_fraction']:.3f}" if s in scores else "–"
+            for s in args.seeds
+        ]
+        res = [x["resolved_rate"] for x in scores.values()]
+        pas = [x["passing_fraction"] for x in scores.values()]
+        mean = f"{statistics.mean(res):.3f} ({_sd(res):.3f}) / {statistics.mean(pas):.3f} ({_sd(pas):.3f})"
+        return f"| {name} | " + " | ".join(cells) + f" | {mean} | {extra}"
+
+    before = {r["seed"]: r["before"] for r in runs if r["before"] is not None}
+    lines.append(row("SFT (before RL)", before, " | | |"))
     for name in LEARNING:
         mine = {r["seed"]: r for r in runs if r["name"] == name}
-        rates = [mine[s]["after"]["resolved_rate"] for s in args.seeds]
+        if not mine:
+            continue
+        first = statistics.mean(r["train_passing"][0] for r in mine.values())
+        last = statistics.mean(r["train_passing"][-1] for r in mine.values())
+        wall = statistics.mean(r["rl_seconds"] for r in mine.values())
+        dropped = sum(r["dropped"] for r in mine.values())
         lines.append(
-            f"| {name} | "
-            + " | ".join(f"{x:.3f}" for x in rates)
-            + f" | {statistics.mean(rates):.3f} | {statistics.mean(r['rl_seconds'] for r in mine.values()):.0f} | "
-            f"{sum(r['dropped'] for r in mine.values()):.0f} |"
+            row(
+                name,
+                {s: r["after"] for s, r in mine.items()},
+                f"{first:.2f} → {last:.2f} | {wall:.0f} | {dropped:.0f} |",
+            )
         )
     return "\n".join(lines)
 
@@ -345,8 +375,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--learning", action="store_true", help="compare learning instead (see the docstring)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", choices=list(LEARNING), default=list(LEARNING))
     parser.add_argument("--rl-steps", type=int, default=24)
     parser.add_argument("--sft-steps", type=int, default=None, help="shorter SFT than the recipe's 1200 steps")
+    parser.add_argument(
+        "--sft-seed",
+        type=int,
+        default=None,
+        help="every RL seed starts from this seed's SFT warm-start (one SFT run instead of one per seed)",
+    )
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per instance (16)")
     parser.add_argument("--jobs", type=int, default=2, help="learning runs at once (one CPU thread each)")
     parser.add_argument("--work", default=str(Path(__file__).resolve().parent.parent / "runs" / "async_rl"))
