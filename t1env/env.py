@@ -173,9 +173,8 @@ class TerminalEnv(gym.Env[str, Any]):
         self.verify_on_truncate = verify_on_truncate
         self.prestart = prestart
         self.prepare_verifier = prepare_verifier
-        self._zygotes = backend == "local" and bool(prepare_verifier)  # may verify through verifier zygotes
-        if self._zygotes:
-            local_zygote.retain()
+        # this env's verifier zygotes (local backend): pytest imported once, a verifier forked per episode
+        self._zygotes = local_zygote.ZygotePool() if backend == "local" and prepare_verifier else None
         self._preparing: Future | None = None  # the background prepare() of this episode's verifier
         self._resets = 0
         self.render_mode = render_mode
@@ -263,6 +262,8 @@ class TerminalEnv(gym.Env[str, Any]):
         done in the background, during the episode before, and :meth:`_prepare_workdir` skips it at reset.
         ``spare``: started on the worker for the next reset (False: started by reset itself)."""
         box = make_sandbox(self.backend, task, docker_host=self.docker_host)
+        if self._zygotes is not None:
+            box.verifier_zygotes = self._zygotes
         try:
             box.start()
             known = self.family is None and len(self.task_ids) == 1  # the next episode's task is known: this one
@@ -385,9 +386,8 @@ class TerminalEnv(gym.Env[str, Any]):
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)  # every background stop has finished: nothing is left running
-        if self._zygotes:  # the last env to close ends the verifier zygotes
-            self._zygotes = False
-            local_zygote.release()
+        if self._zygotes is not None:  # after the background stops: no preparation can start one any more
+            self._zygotes.close()
         super().close()
 
     # -- internals ---------------------------------------------------------------------------

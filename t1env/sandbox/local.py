@@ -223,6 +223,9 @@ class LocalSandbox(Sandbox):
         self._launch_fds: list[int] = []
         self._prepared = None  # a local_verifier.Prepared while a verifier waits for this episode's end
         self._zygote = False  # prepared through a verifier zygote (local_zygote): verify through one
+        self._zygote_staged: tuple | None = None  # (tests, private state) staged for the zygote's verifier
+        self.verifier_zygotes = None
+        """The :class:`~t1env.sandbox.local_zygote.ZygotePool` this sandbox's verifier may come from (its env's)."""
         self.init_pid: int | None = None
         self.limits: dict[str, bool] = {}
 

@@ -106,7 +106,7 @@ def run_verifier(
         )
     if mode == "separate" and box._zygote and local_zygote.usable(box, mode, opts):
         discard(box)
-        run = local_zygote.run(box, runtime, tests, opts, timeout, end_agent, _stage_episode)
+        run = box.verifier_zygotes.run(box, runtime, tests, opts, timeout, end_agent, _stage_episode)
         if run is not None:
             return run  # else zygotes are off: the usual way below (end_agent again is a no-op)
     prepared = _take(box, runtime, opts) if mode == "separate" else None
@@ -236,8 +236,13 @@ def prepare(box, runtime: Path, tests: Path | None, mode: str, options: Verifier
         return False
     if local_zygote.usable(box, mode, opts):
         try:
-            local_zygote.warm(box, runtime)
+            box.verifier_zygotes.warm(box, runtime)
             box._zygote = True
+            if tests is not None:  # staged now, where the prepared verifier would stage it (never seen by the agent)
+                key = (tests, box.private_state)
+                if box._zygote_staged != key:
+                    _stage_episode(box._root / "prepared", tests, box.private_state)
+                    box._zygote_staged = key
             return True
         except (SandboxError, OSError) as e:  # the usual prepared verifier below
             local_zygote.turn_off(e)

@@ -20,11 +20,12 @@ are gone, no other episode's folder is visible, and nothing they start outlives 
 ends with it). Nothing of an episode runs in the zygote itself; the agent never shares a pid, mount or network
 namespace or a cgroup with it.
 
-Zygotes are kept per process, one per sandbox shape in use at a time (two envs verifying at once get two), and ended
-when the last :class:`~t1env.env.TerminalEnv` that used them closes (and at exit). The zygote is used for envs with
-``prepare_verifier`` on, ``separate`` mode, t1-format tasks (an imported task's ``tests_alias``/``private_dir`` take
-the prepared path) and a kernel that allows it; the first refusal turns it off for the process, with a warning,
-and verification goes on through the prepared verifier. ``T1_VERIFIER_ZYGOTE=0`` turns it off.
+Each :class:`~t1env.env.TerminalEnv` has its own zygotes (a :class:`ZygotePool`, given to its local sandboxes): one
+per sandbox shape in use (a second only while two episodes verify at once), at most two idle, all ended by the env's
+``close()``. The zygote is used with ``prepare_verifier`` on, ``separate`` mode, t1-format tasks (an imported task's
+``tests_alias``/``private_dir`` take the prepared path) and a kernel that allows it; the first refusal turns zygotes off
+for the process, with a warning, and verification goes on through the prepared verifier. ``T1_VERIFIER_ZYGOTE=0``
+turns them off.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,72 +86,12 @@ class Zygote:
     cgroups: SandboxCgroups
     folder: Path  # a t1-sbx-* folder with its owner and cgroups (for `t1env gc`) and its log
     ready: bool = False
-    closed: bool = False  # ended by close_all() while it started
+    closed: bool = False  # ended by its pool's close() while it started
+    counted: bool = False  # in its pool's count of live zygotes of its shape
 
 
-_lock = threading.Condition()
-_idle: dict[tuple, list[Zygote]] = {}
-_order: list[Zygote] = []  # the idle zygotes, longest idle first
-MAX_IDLE = 4  # idle zygotes kept in all (shapes change as a run moves between tasks): about 35 MB each
-_starting: dict[tuple, int] = {}  # zygotes of each shape being started by warm()
-_alive: dict[tuple, int] = {}  # zygotes of each shape started and not ended (idle or verifying)
-_pending: set = set()  # zygotes warm() started that have not said ready yet
-_users = 0  # envs that may use zygotes; the last to close ends them
 _off: str | None = None  # why zygotes are off in this process (the kernel refused one)
-
-
-def retain() -> None:
-    """An env that may verify through zygotes opened."""
-    global _users
-    with _lock:
-        _users += 1
-
-
-def release() -> None:
-    """An env that retained closed: the last one ends every idle zygote."""
-    global _users
-    with _lock:
-        _users = max(0, _users - 1)
-        last = _users == 0
-    if last:
-        close_all()
-
-
-def _forget_after_fork() -> None:
-    """In a forked child: the parent's zygotes are the parent's (never used or ended here); start with none."""
-    global _lock, _users
-    _lock = threading.Condition()
-    _idle.clear()
-    _order.clear()
-    _starting.clear()
-    _alive.clear()
-    _pending.clear()
-    _users = 0
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def close_all() -> None:
-    """End every idle zygote and every one being started, and return once they are gone (those verifying now end
-    when they are given back)."""
-    with _lock:
-        zygotes = [z for zs in _idle.values() for z in zs]
-        _idle.clear()
-        _order.clear()
-        starting = list(_pending)
-        for z in starting:
-            z.closed = True
-    for z in starting:  # its start fails now; the thread that waits for it cleans it up
-        _kill(z)
-    with _lock:
-        while any(_starting.values()):
-            _lock.wait(READY_TIMEOUT)
-    for z in zygotes:
-        _end(z)
-
-
-atexit.register(close_all)
+_pools: weakref.WeakSet = weakref.WeakSet()  # every pool of this process, ended at exit
 
 
 def turn_off(why) -> None:
@@ -163,15 +105,17 @@ def turn_off(why) -> None:
 def usable(box, mode: str, opts: VerifierOptions | None) -> bool:
     """Whether ``box``'s verifier can come from a zygote (see the module docstring)."""
     opts = opts or VerifierOptions()
+    pool = box.verifier_zygotes
     return (
-        _off is None
+        pool is not None
+        and pool.mine()
+        and _off is None
         and os.environ.get("T1_VERIFIER_ZYGOTE", "1") != "0"
         and mode == "separate"
         and not opts.tests_alias
         and not opts.private_dir
         and not box._ro_binds
         and box._root is not None
-        and box._root.parent == Path(tempfile.gettempdir())
     )
 
 
@@ -191,95 +135,184 @@ def _key(box, runtime: Path) -> tuple:
     )
 
 
-def warm(box, runtime: Path) -> None:
-    """Have a zygote of ``box``'s shape: if there is none (idle or verifying), start one. Only its process is started
-    here; it imports pytest and says ready in the background (a verification that needs it waits for it). A second
-    one is started only when two episodes verify at once (:func:`run`)."""
-    key = _key(box, runtime)
-    with _lock:
-        if _alive.get(key) or _starting.get(key):
-            return
-        _starting[key] = _starting.get(key, 0) + 1
-    try:
-        z = _spawn(box, runtime, key)
-    except BaseException:
-        _started(key, None)
-        raise
-    with _lock:
-        _pending.add(z)
+class ZygotePool:
+    """The verifier zygotes of one env (:class:`~t1env.env.TerminalEnv` makes one and gives it to its local
+    sandboxes as ``verifier_zygotes``): at most one per sandbox shape while no two episodes verify at once, at most
+    :attr:`MAX_IDLE` idle (the one idle longest is ended first), all ended by :meth:`close`."""
 
-    def ready() -> None:
+    MAX_IDLE = 2
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._idle: dict[tuple, list[Zygote]] = {}
+        self._order: list[Zygote] = []  # the idle zygotes, longest idle first
+        self._starting: dict[tuple, int] = {}  # zygotes of each shape being started by warm()
+        self._alive: dict[tuple, int] = {}  # zygotes of each shape started and not ended (idle or verifying)
+        self._pending: set[Zygote] = set()  # zygotes warm() started that have not said ready yet
+        self._pid = os.getpid()
+        _pools.add(self)
+
+    def mine(self) -> bool:
+        """False in a forked child: it never uses or ends its parent's zygotes."""
+        return os.getpid() == self._pid
+
+    def warm(self, box, runtime: Path) -> None:
+        """Have a zygote of ``box``'s shape: if there is none (idle or verifying), start one. Only its process is
+        started here; it imports pytest and says ready in the background (a verification that needs it waits for
+        it). A second one is started only when two episodes verify at once (:meth:`run`)."""
+        key = _key(box, runtime)
+        with self._lock:
+            if self._alive.get(key) or self._starting.get(key):
+                return
+            self._starting[key] = self._starting.get(key, 0) + 1
         try:
-            _await_ready(z)
-        except (SandboxError, OSError, ValueError) as e:
-            if not z.closed:
-                turn_off(e)
-            _started(key, None, z)
+            z = _spawn(box, runtime, key)
+        except BaseException:
+            self._started(key, None)
+            raise
+        with self._lock:
+            self._pending.add(z)
+
+        def ready() -> None:
+            try:
+                _await_ready(z)
+            except (SandboxError, OSError, ValueError) as e:
+                if not z.closed:
+                    turn_off(e)
+                self._started(key, None, z)
+                return
+            self._started(key, z, z)
+
+        threading.Thread(target=ready, name="t1env-zygote-start", daemon=True).start()
+
+    def idle(self, wait: bool = True) -> list[Zygote]:
+        """The idle zygotes (``wait``: once none is starting)."""
+        with self._lock:
+            while wait and any(self._starting.values()):
+                self._lock.wait(READY_TIMEOUT)
+            return [z for zs in self._idle.values() for z in zs]
+
+    def close(self) -> None:
+        """End every idle zygote and every one being started, and return once they are gone (one verifying now is
+        ended when its verification ends)."""
+        if not self.mine():
             return
-        _started(key, z, z)
+        with self._lock:
+            zygotes = [z for zs in self._idle.values() for z in zs]
+            self._idle.clear()
+            self._order.clear()
+            starting = list(self._pending)
+            for z in starting:
+                z.closed = True
+        for z in starting:  # its start fails now; the thread that waits for it cleans it up
+            _kill(z)
+        with self._lock:
+            while any(self._starting.values()):
+                self._lock.wait(READY_TIMEOUT)
+        for z in zygotes:
+            self._end(z)
 
-    threading.Thread(target=ready, name="t1env-zygote-start", daemon=True).start()
-
-
-def idle(wait: bool = True) -> list[Zygote]:
-    """The idle zygotes (``wait``: once none is starting)."""
-    with _lock:
-        while wait and any(_starting.values()):
-            _lock.wait(READY_TIMEOUT)
-        return [z for zs in _idle.values() for z in zs]
-
-
-def _started(key: tuple, z: Zygote | None, spawned: Zygote | None = None) -> None:
-    """A start that warm() began ended: ``z`` ready (idle now; ended if every env closed meanwhile) or None."""
-    with _lock:
-        _starting[key] -= 1
-        _pending.discard(spawned)
-        keep = z is not None and _users > 0 and not z.closed
-        evicted = _idle_add(z) if keep else []
-        _lock.notify_all()
-    for old in evicted if keep else [z] if z is not None else []:
-        _end(old)
-
-
-def _take(box, runtime: Path) -> Zygote:
-    """An idle zygote of ``box``'s shape: one that warm() is starting is waited for; else a new one."""
-    key = _key(box, runtime)
-    dead = []
-    with _lock:
-        while True:
-            while _idle.get(key):
-                z = _idle[key].pop()
-                _order.remove(z)
-                if z.proc.poll() is None:
-                    break
-                dead.append(z)
+    def run(self, box, runtime: Path, tests: Path, opts: VerifierOptions, timeout: float, end_agent, stage):
+        """End the agent, stage the task into the episode folder's ``prepared/`` (unless :meth:`stage_task` did) and
+        verify through a zygote: a :class:`VerifierRun`, or None if no zygote could be had (zygotes are then off in
+        this process; the caller verifies the usual way)."""
+        t0 = time.monotonic()
+        try:
+            z = self._take(box, runtime)
+        except (SandboxError, OSError) as e:
+            turn_off(e)
+            return None
+        ok = False
+        try:
+            end_agent(box)
+            if box._zygote_staged != (tests, box.private_state):
+                stage(box._root / "prepared", tests, box.private_state)
+            res = _verify(box, z, opts, timeout, t0)
+            ok = not res.timed_out and res.exit_code != 3
+            if res.exit_code == 3 and b"t1 verifier zygote:" in res.stderr and not res.stdout:
+                # the kernel refused a mount, a namespace or a capability change before any check ran
+                turn_off(res.stderr.decode(errors="replace").strip().splitlines()[-1])
+                return None
+            return VerifierRun(res, "separate", [], prepared=True)
+        finally:
+            if ok:
+                self._give_back(z)
             else:
+                self._end(z)
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _started(self, key: tuple, z: Zygote | None, spawned: Zygote | None = None) -> None:
+        """A start that warm() began ended: ``z`` ready (idle now, unless close() ended it meanwhile) or None."""
+        with self._lock:
+            self._starting[key] -= 1
+            self._pending.discard(spawned)
+            if z is not None and not z.closed:
+                self._alive[key] = self._alive.get(key, 0) + 1
+                z.counted = True
+                ended = self._idle_add(z)
+            else:
+                ended = [z] if z is not None else []
+            self._lock.notify_all()
+        for old in ended:
+            self._end(old)
+
+    def _take(self, box, runtime: Path) -> Zygote:
+        """An idle zygote of ``box``'s shape: one that warm() is starting is waited for; else a new one."""
+        key = _key(box, runtime)
+        dead = []
+        with self._lock:
+            while True:
                 z = None
-            if z is not None or not _starting.get(key):
-                break
-            _lock.wait(READY_TIMEOUT)
-    for d in dead:
-        _end(d)
-    return z if z is not None else _start(box, runtime, key)
+                while self._idle.get(key):
+                    z = self._idle[key].pop()
+                    self._order.remove(z)
+                    if z.proc.poll() is None:
+                        break
+                    dead.append(z)
+                    z = None
+                if z is not None or not self._starting.get(key):
+                    break
+                self._lock.wait(READY_TIMEOUT)
+        for d in dead:
+            self._end(d)
+        if z is None:
+            z = _start(box, runtime, key)
+            with self._lock:
+                self._alive[key] = self._alive.get(key, 0) + 1
+                z.counted = True
+        return z
+
+    def _give_back(self, z: Zygote) -> None:
+        with self._lock:
+            ended = self._idle_add(z) if z.proc.poll() is None else [z]
+        for old in ended:
+            self._end(old)
+
+    def _idle_add(self, z: Zygote) -> list[Zygote]:
+        """(lock held) ``z`` is idle; returns the zygotes idle longest beyond MAX_IDLE, taken out, to end."""
+        self._idle.setdefault(z.key, []).append(z)
+        self._order.append(z)
+        evicted = []
+        while len(self._order) > self.MAX_IDLE:
+            old = self._order.pop(0)
+            self._idle[old.key].remove(old)
+            evicted.append(old)
+        return evicted
+
+    def _end(self, z: Zygote) -> None:
+        with self._lock:
+            if z.counted:
+                self._alive[z.key] -= 1
+                z.counted = False
+        _end(z)
 
 
-def _give_back(z: Zygote) -> None:
-    with _lock:
-        evicted = _idle_add(z) if _users > 0 and z.proc.poll() is None else [z]
-    for old in evicted:
-        _end(old)
+def _close_pools() -> None:
+    for pool in list(_pools):
+        pool.close()
 
 
-def _idle_add(z: Zygote) -> list[Zygote]:
-    """(``_lock`` held) ``z`` is idle; returns the zygotes idle longest beyond :data:`MAX_IDLE`, taken out, to end."""
-    _idle.setdefault(z.key, []).append(z)
-    _order.append(z)
-    evicted = []
-    while len(_order) > MAX_IDLE:
-        old = _order.pop(0)
-        _idle[old.key].remove(old)
-        evicted.append(old)
-    return evicted
+atexit.register(_close_pools)
 
 
 def _argv(box, runtime: Path) -> list[str]:
@@ -362,15 +395,10 @@ def _await_ready(z: Zygote) -> None:
         _end(z)
         raise SandboxError(f"the verifier zygote did not start: {why}")
     z.ready = True
-    with _lock:
-        _alive[z.key] = _alive.get(z.key, 0) + 1
 
 
 def _end(z: Zygote) -> None:
-    if z.ready:
-        with _lock:
-            _alive[z.key] -= 1
-        z.ready = False
+    z.ready = False
     try:
         z.sock.close()
     except OSError:
@@ -387,33 +415,6 @@ def _kill(z: Zygote) -> None:
             os.killpg(z.proc.pid, signal.SIGKILL)  # bwrap (its session leader): the zygote dies with it
         except ProcessLookupError:
             pass
-
-
-def run(box, runtime: Path, tests: Path, opts: VerifierOptions, timeout: float, end_agent, stage) -> VerifierRun | None:
-    """End the agent, stage the task into the episode folder's ``prepared/`` and verify through a zygote. None if no
-    zygote could start (zygotes are then off in this process; the caller verifies the usual way)."""
-    t0 = time.monotonic()
-    try:
-        z = _take(box, runtime)
-    except (SandboxError, OSError) as e:
-        turn_off(e)
-        return None
-    ok = False
-    try:
-        end_agent(box)
-        stage(box._root / "prepared", tests, box.private_state)
-        res = _verify(box, z, opts, timeout, t0)
-        ok = not res.timed_out and res.exit_code != 3
-        if res.exit_code == 3 and b"t1 verifier zygote:" in res.stderr and not res.stdout:
-            # the kernel refused a mount, a namespace or a capability change before any check ran
-            turn_off(res.stderr.decode(errors="replace").strip().splitlines()[-1])
-            return None
-        return VerifierRun(res, "separate", [], prepared=True)
-    finally:
-        if ok:
-            _give_back(z)
-        else:
-            _end(z)
 
 
 def _verify(box, z: Zygote, opts: VerifierOptions, timeout: float, t0: float) -> ExecResult:

@@ -278,7 +278,7 @@ def test_disk_full_in_the_workdir_is_reported_and_the_next_episode_has_room(make
 _DRIVER = """
 import json, sys
 from t1env.env import TerminalEnv
-from t1env.sandbox import docker_pool, local_zygote
+from t1env.sandbox import docker_pool
 
 task, backends = sys.argv[1], sys.argv[2].split(",")
 envs = {b: TerminalEnv(task=task, backend=b) for b in backends}
@@ -287,7 +287,8 @@ for env in envs.values():
     env.step("echo hello > /app/out.txt")
     env._spare.result()
     env._wait_for_prepare()
-local_zygote.idle()  # the verifier zygote the local episode's preparation started is ready
+    if env._zygotes is not None:
+        env._zygotes.idle()  # the verifier zygote the local episode's preparation started is ready
 for p in list(docker_pool._pools.values()):
     with p.cond:
         p.cond.wait_for(lambda: len(p.ready) >= p.size and not p.filling, timeout=120)

@@ -39,12 +39,10 @@ FACTS = textwrap.dedent(
 
 
 @pytest.fixture(autouse=True)
-def fresh_pool():
-    """Each test starts with no zygote and zygotes on; whatever it started is ended."""
-    lz.close_all()
+def zygotes_on():
+    """Each test starts with zygotes on in the process (a refusal turns them off)."""
     lz._off = None
     yield
-    lz.close_all()
     lz._off = None
 
 
@@ -52,7 +50,7 @@ def episode(task: str, commands: list[str], env: TerminalEnv | None = None, **kw
     own = env is None
     env = env or TerminalEnv(task=task, prestart=False, **kw)
     try:
-        env.reset(seed=0)
+        env.reset(seed=0, options={"task": task} if len(env.task_ids) > 1 else None)
         for c in commands:
             env.step({"command": c})
         _, _, terminated, _, info = env.step({"submit": True})
@@ -127,7 +125,7 @@ def test_agent_cannot_see_reach_or_starve_the_zygote():
         env.reset(seed=0)
         env._wait_for_prepare()
         box = env.sandbox
-        (z,) = lz.idle()
+        (z,) = env._zygotes.idle()
         pids = z.cgroups.pids()
         assert pids
         for kind in ("pid", "mnt", "net"):
@@ -190,8 +188,8 @@ def test_a_verification_past_its_timeout_ends_its_zygote_and_the_next_starts_one
     """A check that outlives the verifier timeout: the run is timed out, that zygote (and everything in it) is ended,
     not reused; the next episode verifies through a new one."""
     used = []
-    take = lz._take
-    monkeypatch.setattr(lz, "_take", lambda *a: used.append(take(*a)) or used[-1])
+    take = lz.ZygotePool._take
+    monkeypatch.setattr(lz.ZygotePool, "_take", lambda *a: used.append(take(*a)) or used[-1])
     task = make_task("slow", tests={"test_slow.py": "import time\n\ndef test_slow():\n    time.sleep(60)\n"})
     env = TerminalEnv(task=str(task), prestart=False, verifier_timeout=3)
     try:
@@ -205,21 +203,17 @@ def test_a_verification_past_its_timeout_ends_its_zygote_and_the_next_starts_one
     assert not [d for d in used[0].cgroups.dirs if d.exists()]
 
 
-def _all() -> list:
-    return lz.idle()
-
-
 def test_close_ends_the_zygotes():
-    """The last env to close ends its zygotes: no process, no cgroup, no folder is left."""
+    """An env's close() ends its zygotes (each env has its own): no process, no cgroup, no folder is left."""
     env = TerminalEnv(task=TASK, prestart=False)
     try:
         episode(TASK, [], env)
-        (z,) = _all()
+        (z,) = env._zygotes.idle()
         pids, dirs, folder = z.cgroups.pids(), list(z.cgroups.dirs), z.folder
         assert pids and folder.is_dir()
     finally:
         env.close()
-    assert z.proc.poll() is not None and not _all()
+    assert z.proc.poll() is not None and not env._zygotes.idle()
     assert not [p for p in pids if Path(f"/proc/{p}").exists() and b"bwrap" in _cmdline(str(p))]
     assert not [d for d in dirs if d.exists()] and not folder.exists()
 
@@ -239,18 +233,17 @@ def test_a_zygote_that_cannot_start_turns_zygotes_off_and_verification_goes_on(m
 
 
 def test_idle_zygotes_beyond_the_cap_are_ended_longest_idle_first(make_task, monkeypatch):
-    """A run that moves between tasks of different sandbox shapes keeps at most MAX_IDLE idle zygotes: the one idle
+    """An env that moves between tasks of different sandbox shapes keeps at most MAX_IDLE idle zygotes: the one idle
     longest is ended (its process and cgroups gone), the newest stays."""
-    monkeypatch.setattr(lz, "MAX_IDLE", 1)
+    monkeypatch.setattr(lz.ZygotePool, "MAX_IDLE", 1)
     first = make_task("in-app")
     second = make_task("in-work", toml_extra='[environment]\nworkdir = "/work"\n', solve="true\n")
-    env_a, env_b = TerminalEnv(task=str(first), prestart=False), TerminalEnv(task=str(second), prestart=False)
+    env = TerminalEnv(tasks=[str(first), str(second)], prestart=False)
     try:
-        episode(str(first), [], env_a)
-        (a,) = lz.idle()
-        episode(str(second), [], env_b)
-        (b,) = lz.idle()
+        episode(str(first), [], env)
+        (a,) = env._zygotes.idle()
+        episode(str(second), [], env)
+        (b,) = env._zygotes.idle()
         assert b is not a and a.proc.poll() is not None and not [d for d in a.cgroups.dirs if d.exists()]
     finally:
-        env_a.close()
-        env_b.close()
+        env.close()
