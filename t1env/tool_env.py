@@ -45,6 +45,9 @@ class TerminalToolEnv:
         env_kwargs.setdefault("prestart", False)
         self._protocol = Protocol(name="tools", max_observation_chars=max_observation_chars)
         self._env = TerminalEnv(**env_kwargs)
+        # one episode per instance (TRL makes one per rollout): a verifier zygote would be started for one episode
+        # and outlive it; the prepared verifier lives and ends with the episode's sandbox
+        self._env._zygotes = None
         self._reward: float | None = None
         self._active = False
         self.last_info: dict = {}
