@@ -106,7 +106,7 @@ def run_verifier(
         )
     if mode == "separate" and box._zygote and local_zygote.usable(box, mode, opts):
         discard(box)
-        run = box.verifier_zygotes.run(box, runtime, tests, opts, timeout, end_agent, _stage_episode)
+        run = box.verifier_zygotes.run(box, runtime, tests, opts, timeout, end_agent, _stage_for_zygote)
         if run is not None:
             return run  # else zygotes are off: the usual way below (end_agent again is a no-op)
     prepared = _take(box, runtime, opts) if mode == "separate" else None
@@ -239,10 +239,7 @@ def prepare(box, runtime: Path, tests: Path | None, mode: str, options: Verifier
             box.verifier_zygotes.warm(box, runtime)
             box._zygote = True
             if tests is not None:  # staged now, where the prepared verifier would stage it (never seen by the agent)
-                key = (tests, box.private_state)
-                if box._zygote_staged != key:
-                    _stage_episode(box._root / "prepared", tests, box.private_state)
-                    box._zygote_staged = key
+                _stage_for_zygote(box, tests)
             return True
         except (SandboxError, OSError) as e:  # the usual prepared verifier below
             local_zygote.turn_off(e)
@@ -273,6 +270,15 @@ def _launch_prepared(box, runtime: Path, opts: VerifierOptions) -> Prepared:
         _clear(staged)
         raise
     return Prepared(_shape(runtime, opts), proc, staged, cgroups)
+
+
+def _stage_for_zygote(box, tests: Path) -> None:
+    """Stage the task's tests and private state into the episode folder's ``prepared/`` for a zygote's verifier,
+    unless they are staged there already."""
+    key = (tests, box.private_state)
+    if box._zygote_staged != key:
+        _stage_episode(box._root / "prepared", tests, box.private_state)
+        box._zygote_staged = key
 
 
 def _stage_task(prepared: Prepared, tests: Path, private: Path | None) -> None:

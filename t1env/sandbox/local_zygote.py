@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -85,7 +86,6 @@ class Zygote:
     sock: socket.socket
     cgroups: SandboxCgroups
     folder: Path  # a t1-sbx-* folder with its owner and cgroups (for `t1env gc`) and its log
-    ready: bool = False
     closed: bool = False  # ended by its pool's close() while it started
     counted: bool = False  # in its pool's count of live zygotes of its shape
 
@@ -213,8 +213,8 @@ class ZygotePool:
             self._end(z)
 
     def run(self, box, runtime: Path, tests: Path, opts: VerifierOptions, timeout: float, end_agent, stage):
-        """End the agent, stage the task into the episode folder's ``prepared/`` (unless :meth:`stage_task` did) and
-        verify through a zygote: a :class:`VerifierRun`, or None if no zygote could be had (zygotes are then off in
+        """End the agent, have ``stage(box, tests)`` put the task into the episode folder's ``prepared/`` (a no-op
+        when prepare() staged it) and verify through a zygote: a :class:`VerifierRun`, or None if no zygote could be had (zygotes are then off in
         this process; the caller verifies the usual way)."""
         t0 = time.monotonic()
         try:
@@ -225,8 +225,7 @@ class ZygotePool:
         ok = False
         try:
             end_agent(box)
-            if box._zygote_staged != (tests, box.private_state):
-                stage(box._root / "prepared", tests, box.private_state)
+            stage(box, tests)
             res = _verify(box, z, opts, timeout, t0)
             ok = not res.timed_out and res.exit_code != 3
             if res.exit_code == 3 and b"t1 verifier zygote:" in res.stderr and not res.stdout:
@@ -378,7 +377,7 @@ def _spawn(box, runtime: Path, key: tuple) -> Zygote:
         ours.close()
         theirs.close()
         cg.destroy()
-        _rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
     theirs.close()
     return Zygote(key, proc, ours, cg, folder)
@@ -394,11 +393,9 @@ def _await_ready(z: Zygote) -> None:
         why = _tail(z.folder / "zygote.log")
         _end(z)
         raise SandboxError(f"the verifier zygote did not start: {why}")
-    z.ready = True
 
 
 def _end(z: Zygote) -> None:
-    z.ready = False
     try:
         z.sock.close()
     except OSError:
@@ -406,7 +403,7 @@ def _end(z: Zygote) -> None:
     _kill(z)
     z.cgroups.destroy()  # and whatever is left in its cgroups
     z.proc.wait()
-    _rmtree(z.folder)
+    shutil.rmtree(z.folder, ignore_errors=True)
 
 
 def _kill(z: Zygote) -> None:
@@ -472,9 +469,3 @@ def _tail(path: Path) -> str:
     except OSError:
         return "no log"
     return lines[-1] if lines else "no output"
-
-
-def _rmtree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
