@@ -103,7 +103,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Mapping
 
-from t1env.sandbox import egress, local_verifier, seccomp
+from t1env.sandbox import egress, launcher, local_verifier, seccomp
 from t1env.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, VerifierRun
 from t1env.sandbox.bounded import Finished, OutputCapture, pump, readable_within
 from t1env.sandbox.cgroups import SandboxCgroups, remove_cgroups
@@ -382,10 +382,11 @@ class LocalSandbox(Sandbox):
                 pass_fds=(info_w, *self._launch_fds),
                 env=c.environ(),
             )
+            # from the launcher thread: --die-with-parent follows the thread that starts bwrap (launcher.py)
             if self._userns and os.geteuid() == 0:
-                init = popen_as_root_of_new_userns(argv, self._join_and_limit(), self.HOST_ID_BASE, popen)
+                init = launcher.run(popen_as_root_of_new_userns, argv, self._join_and_limit(), self.HOST_ID_BASE, popen)
             else:
-                init = subprocess.Popen(argv, preexec_fn=self._join_and_limit(), **popen)
+                init = launcher.run(subprocess.Popen, argv, preexec_fn=self._join_and_limit(), **popen)
         except BaseException:
             os.close(info_r)
             raise

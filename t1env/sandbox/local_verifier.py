@@ -52,7 +52,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from t1env.sandbox import local_zygote
+from t1env.sandbox import launcher, local_zygote
 from t1env.sandbox.base import (
     PRIVATE_DIR,
     VERIFIER_DIR,
@@ -193,9 +193,12 @@ def _launch_separate(
         start_new_session=True,
     )
     try:
+        # from the launcher thread: a prepared verifier outlives the thread that prepared it (launcher.py)
         if box._userns and os.geteuid() == 0:
-            return popen_as_root_of_new_userns(argv, box._join_and_limit(cgroups), box.HOST_ID_BASE, popen)
-        return subprocess.Popen(argv, preexec_fn=box._join_and_limit(cgroups), **popen)
+            return launcher.run(
+                popen_as_root_of_new_userns, argv, box._join_and_limit(cgroups), box.HOST_ID_BASE, popen
+            )
+        return launcher.run(subprocess.Popen, argv, preexec_fn=box._join_and_limit(cgroups), **popen)
     finally:
         for f in box._launch_fds:
             os.close(f)

@@ -47,7 +47,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from t1env.sandbox import seccomp
+from t1env.sandbox import launcher, seccomp
 from t1env.sandbox.base import (
     PRIVATE_DIR,
     VERIFIER_DIR,
@@ -149,6 +149,7 @@ class ZygotePool:
         self._starting: dict[tuple, int] = {}  # zygotes of each shape being started by warm()
         self._alive: dict[tuple, int] = {}  # zygotes of each shape started and not ended (idle or verifying)
         self._pending: set[Zygote] = set()  # zygotes warm() started that have not said ready yet
+        self._closes = 0  # how many times close() ran: a start that began before one is ended, not kept
         self._pid = os.getpid()
         _pools.add(self)
 
@@ -165,6 +166,7 @@ class ZygotePool:
             if self._alive.get(key) or self._starting.get(key):
                 return
             self._starting[key] = self._starting.get(key, 0) + 1
+            closes = self._closes
         try:
             z = _spawn(box, runtime, key)
         except BaseException:
@@ -172,6 +174,9 @@ class ZygotePool:
             raise
         with self._lock:
             self._pending.add(z)
+            z.closed = self._closes != closes  # close() ran while it was being spawned: it did not see it
+        if z.closed:
+            _kill(z)
 
         def ready() -> None:
             try:
@@ -198,6 +203,7 @@ class ZygotePool:
         if not self.mine():
             return
         with self._lock:
+            self._closes += 1
             zygotes = [z for zs in self._idle.values() for z in zs]
             self._idle.clear()
             self._order.clear()
@@ -241,17 +247,26 @@ class ZygotePool:
 
     # -- internals -------------------------------------------------------------------------------------------
     def _started(self, key: tuple, z: Zygote | None, spawned: Zygote | None = None) -> None:
-        """A start that warm() began ended: ``z`` ready (idle now, unless close() ended it meanwhile) or None."""
+        """A start that warm() began ended: ``z`` ready (idle now, unless close() ended it meanwhile) or None.
+
+        One that close() ended is gone (process, cgroups, folder) before the start counts as ended: close() waits
+        for that count and must not return while its folder is still there."""
+        ended = []
         with self._lock:
-            self._starting[key] -= 1
-            self._pending.discard(spawned)
-            if z is not None and not z.closed:
-                self._alive[key] = self._alive.get(key, 0) + 1
-                z.counted = True
-                ended = self._idle_add(z)
-            else:
-                ended = [z] if z is not None else []
-            self._lock.notify_all()
+            self._pending.discard(spawned)  # close() no longer sees it
+            closed = z is not None and z.closed
+            if not closed:
+                self._starting[key] -= 1
+                if z is not None:
+                    self._alive[key] = self._alive.get(key, 0) + 1
+                    z.counted = True
+                    ended = self._idle_add(z)
+                self._lock.notify_all()
+        if closed:
+            _end(z)
+            with self._lock:
+                self._starting[key] -= 1
+                self._lock.notify_all()
         for old in ended:
             self._end(old)
 
@@ -354,7 +369,13 @@ def _start(box, runtime: Path, key: tuple) -> Zygote:
 
 
 def _spawn(box, runtime: Path, key: tuple) -> Zygote:
-    """Start a zygote's process (in its sandbox, cgroups and folder); :func:`_await_ready` waits for its ready."""
+    """Start a zygote's process (in its sandbox, cgroups and folder); :func:`_await_ready` waits for its ready.
+    It is started from the launcher thread (``t1env/sandbox/launcher.py``): a zygote outlives the episode, and the
+    thread, that warmed it."""
+    return launcher.run(_spawn_here, box, runtime, key)
+
+
+def _spawn_here(box, runtime: Path, key: tuple) -> Zygote:
     folder = Path(tempfile.mkdtemp(prefix="t1-sbx-"))
     (folder / "owner").write_text(str(os.getpid()))
     cg = SandboxCgroups(f"t1-{uuid.uuid4().hex[:12]}-zygote", box.config.pids, box.config.memory_mb << 20)

@@ -247,3 +247,69 @@ def test_idle_zygotes_beyond_the_cap_are_ended_longest_idle_first(make_task, mon
         assert b is not a and a.proc.poll() is not None and not [d for d in a.cgroups.dirs if d.exists()]
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("moment", ["said ready", "spawned"])
+def test_close_while_a_zygote_starts_returns_once_it_is_gone(monkeypatch, moment):
+    """close() while warm() is starting a zygote (it said ready but is not idle yet, or its process was just
+    spawned): close() returns only once that zygote's process, cgroups and folder are gone (CI once found a folder
+    left behind). The moment is held open with events, not timing."""
+    import threading
+
+    reached, go = threading.Event(), threading.Event()
+    seen = []
+    real = lz._await_ready if moment == "said ready" else lz._spawn
+
+    def held(*a):
+        out = real(*a)
+        seen.append(out if moment == "spawned" else a[0])
+        reached.set()
+        assert go.wait(60)
+        return out
+
+    monkeypatch.setattr(lz, "_await_ready" if moment == "said ready" else "_spawn", held)
+    env = TerminalEnv(task=TASK, prestart=False)
+    warming = threading.Thread(target=env.reset, kwargs={"seed": 0})
+    warming.start()
+    assert reached.wait(60)
+    closing = threading.Thread(target=env._zygotes.close)
+    closing.start()
+    if moment == "said ready":  # close() has marked it ended once it took the lock
+        while not seen[0].closed and closing.is_alive():
+            closing.join(0.01)
+    else:  # close() counted one starting and waits for it
+        while not env._zygotes._closes:
+            closing.join(0.01)
+    go.set()
+    closing.join()
+    (z,) = seen
+    assert z.proc.poll() is not None and not z.folder.exists() and not [d for d in z.cgroups.dirs if d.exists()]
+    assert not env._zygotes.idle(wait=False)
+    warming.join()
+    env.close()
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "prepared-verifier"])
+def test_an_episode_outlives_the_thread_that_reset_it(monkeypatch, zygote):
+    """A reset in a thread that then exits (an engine's worker, a caller's thread) leaves an episode that plays and
+    verifies: bwrap's parent-death signal follows the thread that started it, so the agent's sandbox, the prepared
+    verifier and the zygote are started from one long-lived thread (t1env/sandbox/launcher.py), never the caller's.
+    With zygotes, the one the reset warmed is the one that verifies."""
+    import threading
+
+    if not zygote:
+        monkeypatch.setenv("T1_VERIFIER_ZYGOTE", "0")
+    started = []
+    spawn = lz._spawn
+    monkeypatch.setattr(lz, "_spawn", lambda *a: started.append(1) or spawn(*a))
+    env = TerminalEnv(task=TASK, prestart=False)
+    try:
+        t = threading.Thread(target=env.reset, kwargs={"seed": 0})
+        t.start()
+        t.join()
+        assert len(env._zygotes.idle()) == zygote and lz._off is None
+        env.step({"command": oracle_command(get_task(TASK))})
+        info = env.step({"submit": True})[-1]
+        assert info["passed"] == 5 and info["verifier_prepared"] and started == [1] * zygote, (info, started)
+    finally:
+        env.close()
