@@ -88,6 +88,10 @@ class TerminalEnv(gym.Env[str, Any]):
             isolated sandbox, the interpreter, pytest, the compiled tests), out of the agent's reach, so
             that submitting costs only the checks (:func:`t1env.episode.verify.prepare`). The local and
             Docker backends prepare ``separate``-mode verifiers; other cases start at submission as before.
+        zygote_pool: local backend: the :class:`~t1env.sandbox.local_zygote.ZygotePool` to verify through
+            (shared by several envs; their ``close()`` leaves it open, its owner closes it). Default: a pool of the
+            env's own, closed with it. A pool pays off once per process, not once per env: code that makes an env
+            per episode (``t1train``'s rollouts, ``t1env eval``'s executors) shares one.
         render_mode: ``None`` or ``"ansi"``.
         docker_host: with ``backend="docker"``, the engine's URL (``unix:///path``,
             ``tcp://host:port``, ``ssh://user@host``); default ``$DOCKER_HOST``, else the local socket.
@@ -115,6 +119,7 @@ class TerminalEnv(gym.Env[str, Any]):
         render_mode: str | None = None,
         docker_host: str | None = None,
         prepare_verifier: bool = True,
+        zygote_pool: local_zygote.ZygotePool | None = None,
     ):
         check_env_options(
             backend=backend,
@@ -174,7 +179,13 @@ class TerminalEnv(gym.Env[str, Any]):
         self.prestart = prestart
         self.prepare_verifier = prepare_verifier
         # this env's verifier zygotes (local backend): pytest imported once, a verifier forked per episode
-        self._zygotes = local_zygote.ZygotePool() if backend == "local" and prepare_verifier else None
+        if zygote_pool is not None and not isinstance(zygote_pool, local_zygote.ZygotePool):
+            raise ValueError(f"zygote_pool must be a t1env.sandbox.local_zygote.ZygotePool, got {brief(zygote_pool)}")
+        self._own_zygotes = zygote_pool is None
+        if backend != "local" or not prepare_verifier:
+            self._zygotes = None
+        else:
+            self._zygotes = zygote_pool if zygote_pool is not None else local_zygote.ZygotePool()
         self._preparing: Future | None = None  # the background prepare() of this episode's verifier
         self._resets = 0
         self.render_mode = render_mode
@@ -386,9 +397,14 @@ class TerminalEnv(gym.Env[str, Any]):
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)  # every background stop has finished: nothing is left running
-        if self._zygotes is not None:  # after the background stops: no preparation can start one any more
+        if self._zygotes is not None and self._own_zygotes:  # after the background stops: none can start any more
             self._zygotes.close()
         super().close()
+
+    @property
+    def shared_zygote_pool(self) -> local_zygote.ZygotePool | None:
+        """The ``zygote_pool`` this env was given (shared with other envs, ended by its owner), else None."""
+        return None if self._own_zygotes else self._zygotes
 
     # -- internals ---------------------------------------------------------------------------
     def _parse(self, action: Any) -> tuple[str, dict]:

@@ -41,7 +41,7 @@ import threading
 from typing import Any
 
 from t1env.env import TerminalEnv
-from t1env.sandbox import SandboxError
+from t1env.sandbox import SandboxError, local_zygote
 
 EXECUTORS = ("inprocess", "ray")
 SANDBOX_RESOURCE = "sandbox"
@@ -52,14 +52,20 @@ class InProcessExecutor:
 
     name = "inprocess"
 
+    def __init__(self) -> None:
+        # one verifier zygote pool for all its envs (an env per episode would start a zygote per episode)
+        self._zygotes = local_zygote.ZygotePool(max_idle=local_zygote.shared_max_idle())
+
     def make_env(self, **kwargs: Any):
+        kwargs.setdefault("zygote_pool", self._zygotes)
         return TerminalEnv(**kwargs)
 
     def metrics(self) -> dict:
         return {"executor": self.name}
 
     def close(self) -> None:
-        pass
+        """End the envs' verifier zygotes (close the envs first)."""
+        self._zygotes.close()
 
 
 # ------------------------------------------------------------------------------------------------ Ray side
@@ -68,6 +74,7 @@ class EnvWorker:
 
     def __init__(self):
         self.env = None
+        self._zygotes = None  # ended at the worker's exit (local_zygote's exit handler)
         atexit.register(self.close_env)  # a worker that exits normally leaves no sandbox behind
 
     def pid(self) -> int:
@@ -80,7 +87,9 @@ class EnvWorker:
 
     def open(self, kwargs: dict) -> None:
         self.close_env()
-        self.env = TerminalEnv(**kwargs)
+        if self._zygotes is None:  # one pool for the worker's envs: an env per episode, the zygotes kept between
+            self._zygotes = local_zygote.ZygotePool(max_idle=2)
+        self.env = TerminalEnv(**{**kwargs, "zygote_pool": self._zygotes})
 
     def reset(self, seed, options, replay: list) -> tuple:
         out = self.env.reset(seed=seed, options=options)

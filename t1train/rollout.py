@@ -205,7 +205,8 @@ def make_env_factory(
 
     ``task`` is a task id or a path to a task package; ``kwargs`` go to ``gym.make`` (``reward_mode``,
     ``max_turns``, ...). Each env plays one episode and is closed, so ``prestart`` is off unless asked for: a
-    prestarted spare sandbox would never be used. ``executor`` (``t1env.executor.make_executor``): a Ray executor
+    prestarted spare sandbox would never be used. The local envs it makes share one verifier zygote pool (pytest
+    imported once for all of them, not once per episode), which :meth:`RolloutRunner.run` ends when it returns. ``executor`` (``t1env.executor.make_executor``): a Ray executor
     makes each env on a Ray worker instead (same arguments, same API).
     """
     import gymnasium as gym
@@ -216,10 +217,21 @@ def make_env_factory(
     if executor is not None and executor.name != "inprocess":
         return lambda task: executor.make_env(task=task, backend=backend, task_dirs=task_dirs, **kwargs)
 
+    from t1env.sandbox.local_zygote import ZygotePool, shared_max_idle
+
+    zygotes = ZygotePool(max_idle=shared_max_idle()) if backend == "local" else None
+
     def make_env(task: str):
+        if zygotes is not None:
+            kwargs.setdefault("zygote_pool", zygotes)
         return gym.make("T1Terminal-v0", task=task, backend=backend, task_dirs=task_dirs, **kwargs)
 
     return make_env
+
+
+def _shared_zygotes(env):
+    """The verifier zygote pool ``env`` shares with other envs (``TerminalEnv(zygote_pool=...)``), else None."""
+    return getattr(getattr(env, "unwrapped", env), "shared_zygote_pool", None)
 
 
 # ------------------------------------------------------------------------------------------------ episode state
@@ -417,6 +429,10 @@ class RolloutRunner:
                     self._close(ep)  # a no-op for the envs already closed
                 except Exception:  # noqa: BLE001 - best effort while unwinding
                     pass
+            # the verifier zygote pools its envs shared (make_env_factory's), once those envs are closed
+            shared = {id(p): p for ep in started if (p := _shared_zygotes(ep.env)) is not None}
+            for zygotes in shared.values():
+                zygotes.close()
         return [results[i] for i in range(total)]
 
     # ---------------------------------------------------------------- bookkeeping (main thread)

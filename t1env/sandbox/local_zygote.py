@@ -137,12 +137,18 @@ def _key(box, runtime: Path) -> tuple:
 
 class ZygotePool:
     """The verifier zygotes of one env (:class:`~t1env.env.TerminalEnv` makes one and gives it to its local
-    sandboxes as ``verifier_zygotes``): at most one per sandbox shape while no two episodes verify at once, at most
-    :attr:`MAX_IDLE` idle (the one idle longest is ended first), all ended by :meth:`close`."""
+    sandboxes as ``verifier_zygotes``), or of every env that is given it (``TerminalEnv(zygote_pool=...)``: the
+    envs of a rollout run, of an eval executor, of a Ray worker): at most one per sandbox shape while no two
+    episodes verify at once, at most :attr:`MAX_IDLE` idle (the one idle longest is ended first), all ended by
+    :meth:`close` (and at the process's exit)."""
 
     MAX_IDLE = 2
 
-    def __init__(self) -> None:
+    def __init__(self, max_idle: int | None = None) -> None:
+        """``max_idle``: idle zygotes kept (default :attr:`MAX_IDLE`); a pool that several envs share keeps about
+        as many as episodes verify at once."""
+        if max_idle is not None:
+            self.MAX_IDLE = max_idle
         self._lock = threading.Condition()
         self._idle: dict[tuple, list[Zygote]] = {}
         self._order: list[Zygote] = []  # the idle zygotes, longest idle first
@@ -319,6 +325,11 @@ class ZygotePool:
                 self._alive[z.key] -= 1
                 z.counted = False
         _end(z)
+
+
+def shared_max_idle() -> int:
+    """Idle zygotes a pool shared by the envs of a run keeps: one per core (verification is CPU-bound), 2 to 8."""
+    return max(2, min(8, os.cpu_count() or 2))
 
 
 def _close_pools() -> None:

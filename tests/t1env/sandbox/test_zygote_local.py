@@ -313,3 +313,26 @@ def test_an_episode_outlives_the_thread_that_reset_it(monkeypatch, zygote):
         assert info["passed"] == 5 and info["verifier_prepared"] and started == [1] * zygote, (info, started)
     finally:
         env.close()
+
+
+def test_envs_that_share_a_pool_start_one_zygote(monkeypatch):
+    """An env per episode (t1train's rollouts, t1env eval) given one pool (``zygote_pool=``): one zygote for all of
+    them, which their close() leaves running and the pool's owner ends."""
+    started = []
+    spawn = lz._spawn
+    monkeypatch.setattr(lz, "_spawn", lambda *a: started.append(1) or spawn(*a))
+    pool = lz.ZygotePool()
+    try:
+        for _ in range(3):
+            env = TerminalEnv(task=TASK, prestart=False, zygote_pool=pool)
+            assert env.shared_zygote_pool is pool
+            info = episode(TASK, [oracle_command(get_task(TASK))], env)
+            env.close()
+            assert info["passed"] == 5 and info["verifier_prepared"], info
+        (z,) = pool.idle()
+        assert started == [1] and z.proc.poll() is None
+    finally:
+        pool.close()
+    assert z.proc.poll() is not None and not z.folder.exists()
+    with pytest.raises(ValueError, match="zygote_pool must be a t1env.sandbox.local_zygote.ZygotePool"):
+        TerminalEnv(task=TASK, zygote_pool="shared")
