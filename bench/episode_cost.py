@@ -13,7 +13,8 @@ Three parts, each with its baselines measured in the same run, and a markdown ta
 2. **Oracle episodes/s** over the four short tasks of ``bench/ray_executor.py``, 1 and 2 workers (driver threads),
    each configuration in a child process of its own, configurations alternating within each round (median over
    rounds): ``fresh`` makes a new env per episode with ``prestart=False`` (what ``bench/ray_executor.py`` and the issue
-   measured), ``kept`` keeps one env per task and worker (``prestart=True``: the next sandbox starts, and for a one-task
+   measured, and what ``t1train`` and ``t1env eval`` do; this checkout's fresh envs share one zygote pool, as theirs
+   do), ``kept`` keeps one env per task and worker (``prestart=True``: the next sandbox starts, and for a one-task
    env its workdir is prepared, while the episode runs), with ``prepare_verifier`` on (locally: with the verifier
    zygote, the default, and with zygotes off) and off. Beside the rate, the CPU seconds an episode costs on the host (the child's own ``cpuacct`` cgroup, as root: every sandbox and verifier
    process included; Docker's containers are the engine's): on a shared machine the rate follows the load, this not.
@@ -161,6 +162,11 @@ def baselines(runs: int) -> dict[str, list[float]]:
 def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | None) -> dict:
     """Oracle episodes over TASKS on ``workers`` driver threads; wall seconds after a warm-up, and the rewards."""
     kw = env_kwargs(prepare)
+    shared = None  # fresh envs share one verifier zygote pool, as t1train's and t1env eval's do (this checkout's)
+    if mode == "fresh" and backend == "local" and "shared_zygote_pool" in dir(TerminalEnv):
+        from t1env.sandbox.local_zygote import ZygotePool, shared_max_idle
+
+        shared = ZygotePool(max_idle=shared_max_idle())
     lock = threading.Lock()
     jobs: list[int] = []
     rewards: list[float] = []
@@ -180,7 +186,8 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
             tid = TASKS[i % len(TASKS)]
             task = get_task(tid)
             if mode == "fresh":
-                env = TerminalEnv(task=str(task.path), backend=backend, prestart=False, **kw)
+                extra = {"zygote_pool": shared} if shared is not None else {}
+                env = TerminalEnv(task=str(task.path), backend=backend, prestart=False, **kw, **extra)
             else:
                 env = kept[w].get(tid) or kept[w].setdefault(tid, TerminalEnv(task=tid, backend=backend, **kw))
             try:
@@ -212,6 +219,8 @@ def play(backend: str, workers: int, mode: str, episodes: int, prepare: bool | N
         for envs in kept:
             for env in envs.values():
                 env.close()
+        if shared is not None:
+            shared.close()
         if group is not None:
             leave_cpu_cgroup(group)
     return {

@@ -226,3 +226,54 @@ def test_t1env_eval_ray_command(cluster, tmp_path):
     )
     m = json.loads((out / "result.json").read_text())
     assert (m["executor"], m["n_trials"], m["resolved_rate"]) == ("ray", 2, 1.0)
+
+
+def test_async_training_plays_its_episodes_on_ray(cluster, tmp_path):
+    """Issue 29 on the Ray executor: ``async`` training, two steps at staleness 1 of the tiny model on ``hello-file``
+    with the env factory of ``rollout_executor: ray``: every episode the producer plays is a Ray worker's env (real
+    sandboxes on the cluster), carries its policy versions, and none staler than the bound is trained on."""
+    pytest.importorskip("torch", reason="t1train needs the train extra")
+    import torch
+
+    from t1env.executor import RemoteEnv
+    from t1train.models import tiny_moe
+    from t1train.rollout import make_env_factory
+    from t1train.trainer import T1Config, T1Trainer
+
+    model, tok = tiny_moe()
+    args = T1Config(
+        output_dir=str(tmp_path / "out"),
+        tasks=["hello-file"],
+        train_seeds=[0, 1],
+        max_turns=2,
+        max_new_tokens=8,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        rollout_concurrency=2,
+        system_prompt="Use ```bash blocks. SUBMIT when done.",
+        disable_tqdm=True,
+        save_strategy="no",
+        report_to="none",
+        seed=0,
+        async_rl={"max_staleness": 1},
+    )
+    ray_ex = RayExecutor(None, workers=2)
+    factory, made = make_env_factory(executor=ray_ex), []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer = T1Trainer(model, args, processing_class=tok, make_env=lambda t: made.append(factory(t)) or made[-1])
+        trainer.train()
+    finally:
+        torch.set_num_threads(threads)
+        ray_ex.close()
+    records = [json.loads(x) for x in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
+    trained = [r for r in records if r["metadata"]["phase"] == "train"]
+    assert sorted({r["metadata"]["step"] for r in trained}) == [0, 1] and len(trained) == 8
+    assert len(made) >= 8 and all(isinstance(e, RemoteEnv) for e in made)
+    for r in trained:
+        meta = r["metadata"]
+        assert r["termination"] != "error" and r["checks"], r
+        assert 0 <= meta["staleness"] <= 1 and meta["policy_version"] == meta["step"]
+        assert all(int(t["weight_version"]) <= meta["step"] for t in r["turns"])
