@@ -206,11 +206,20 @@ class T1Trainer(GRPOTrainer):
             self._make_reference()
         self.tokenizer = processing_class
         self.async_config = args.async_config()
-        if self.async_config is not None and self.accelerator.num_processes > 1:
-            raise ValueError(
-                "async training runs in one process for now (each process would need its own producer and share "
-                "of the groups); drop `async:` or run without torchrun / accelerate launch"
-            )
+        world = self.accelerator.num_processes
+        if self.async_config is not None and world > 1:
+            per_process = args.generation_batch_size // world
+            if per_process % self.num_generations:
+                raise ValueError(
+                    f"async training on {world} processes gives each process whole groups: the generation batch per "
+                    f"process ({args.generation_batch_size} / {world} = {per_process}) must be a multiple of "
+                    f"num_generations ({self.num_generations}); set per_device_train_batch_size to a multiple of it"
+                )
+            if len(self.train_dataset) < world:
+                raise ValueError(
+                    f"async training on {world} processes gives each process its own share of the train rows: "
+                    f"{len(self.train_dataset)} (task, seed) rows are fewer than the processes; add train_seeds"
+                )
         if args.loss_chunk_tokens and self.accelerator.distributed_type == "DEEPSPEED":
             raise ValueError(
                 "loss_chunk_tokens backpropagates several chunks per micro-batch, which DeepSpeed's engine does not "
@@ -442,19 +451,24 @@ class T1Trainer(GRPOTrainer):
     def _async_producer(self) -> AsyncRollouts:
         """The producer of asynchronous training (``t1train/async_rl.py``): the agent loop of this trainer (engine,
         envs, rollout settings), fed one group of the train set at a time."""
-        sampling = dataclasses.replace(self.sampling, seed=episode_seed(self.args.seed, 0, 3_000_000))
+        # several processes (torchrun): each plays its own share of the train rows with a sampling stream of its own,
+        # and takes whole groups, the same number on every process, so that the groups line up when TRL gathers the
+        # rewards of all processes (score_trajectories); the versions are the global step, the same everywhere
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        sampling = dataclasses.replace(self.sampling, seed=episode_seed(self.args.seed, 0, 3_000_000 + rank))
         runner = None
 
         def play(more, on_episode):
             runner.run([], on_episode, more)
 
+        rows = [(row["task"], row["seed"]) for row in self.train_dataset]
         producer = AsyncRollouts(
             play=play,
-            rows=[(row["task"], row["seed"]) for row in self.train_dataset],
+            rows=rows[rank::world],
             num_generations=self.num_generations,
-            groups_per_step=self.args.generation_batch_size // self.num_generations,
+            groups_per_step=self.args.generation_batch_size // world // self.num_generations,
             config=self.async_config,
-            seed=self.args.seed,
+            seed=self.args.seed + rank,
         )
         engine = producer.stoppable(self.engine)
         runner = self._runner_class()(engine, self.tokenizer, self.make_env, sampling, self.rollout_config)
@@ -473,7 +487,9 @@ class T1Trainer(GRPOTrainer):
             ("train-stale", [t for g in taken.dropped for t in g.trajectories]),
             ("train", taken.trajectories),
         ):
-            record = self._episode_recorder(phase) if trajectories else None
+            # numbered in the whole batch: this process's groups come after those of the processes before it
+            first = self.accelerator.process_index * len(taken.trajectories) if phase == "train" else 0
+            record = self._episode_recorder(phase, first) if trajectories else None
             for i, traj in enumerate(trajectories):
                 traj.metadata["policy_version"] = step
                 if record is not None:

@@ -265,13 +265,13 @@ def test_async_refuses_an_engine_that_shares_the_policy(tiny, tmp_path, scripted
         T1Trainer(policy, args, processing_class=tokenizer, make_env=scripted_env, engine=HFEngine(policy, tokenizer))
 
 
-def test_async_under_torchrun_is_a_clear_error(tiny, tmp_path, scripted_env, monkeypatch):
-    """Several training processes (torchrun, accelerate launch) would each need a producer and a share of the
-    groups: not built, so the trainer stops at once and says what to do instead."""
+def test_async_on_processes_that_cannot_take_whole_groups_is_a_clear_error(tiny, tmp_path, scripted_env, monkeypatch):
+    """Under torchrun each process takes whole groups of its own: a per-process generation batch that is not a
+    multiple of num_generations stops the trainer at once, saying which setting to change."""
     import accelerate
 
     model, tokenizer = tiny
     monkeypatch.setattr(accelerate.Accelerator, "num_processes", property(lambda self: 2))
-    args = tiny_config(tmp_path, async_rl={"max_staleness": 1})
-    with pytest.raises(ValueError, match="async training runs in one process .* run without torchrun"):
+    args = tiny_config(tmp_path, async_rl={"max_staleness": 1}, per_device_train_batch_size=2)
+    with pytest.raises(ValueError, match=r"must be a multiple of num_generations \(2\); set per_device_train_batch"):
         T1Trainer(copy.deepcopy(model), args, processing_class=tokenizer, make_env=scripted_env)

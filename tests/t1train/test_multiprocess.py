@@ -156,3 +156,51 @@ eval:
     # 2 steps x (generation batch 2 processes x 2 = 4 episodes), each index in the batch played once
     assert [(k[1], k[3]) for k in train] == [(s, e) for s in (0, 1) for e in range(4)], train
     assert len([k for k in episodes if k[0] == "warmup"]) % 4 == 0  # whole warm-start batches, split, none lost
+
+
+def test_async_training_on_two_processes(tmp_path):
+    """``async:`` under ``torchrun --nproc_per_node 2``: each process plays its own share of the train rows with a
+    producer of its own and takes one whole group a step; the episodes carry their versions within the bound, each
+    index of each step's batch is trained once over the two processes, and the results are printed once."""
+    out = tmp_path / "run"
+    config = tmp_path / "async.yaml"
+    config.write_text(f"""
+model: tiny
+torch_threads: 1
+train:
+  output_dir: {out}
+  algorithm: grpo
+  tasks: [{TASK}]
+  train_seeds: [0, 1]
+  max_turns: 2
+  max_new_tokens: 8
+  rollout_concurrency: 2
+  num_generations: 2
+  per_device_train_batch_size: 2
+  max_steps: 2
+  save_strategy: "no"
+  seed: 0
+  async:
+    max_staleness: 1
+eval:
+  tasks: [{TASK}]
+  seeds: [1000]
+  episodes_per_task: 2
+""")
+    done = _torchrun(2, "-m", "t1train", "train", "--config", str(config))
+    assert done.stdout.count("after RL") == 1, done.stdout
+    ranks = {}
+    for log in out.glob("trajectories*.jsonl"):
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        ranks[log.name] = [r for r in records if r["metadata"]["phase"] == "train"]
+    assert set(ranks) == {"trajectories.jsonl", "trajectories.rank1.jsonl"}, list(ranks)
+    seeds = {name: {r["seed"] for r in trained} for name, trained in ranks.items()}
+    assert seeds == {"trajectories.jsonl": {0}, "trajectories.rank1.jsonl": {1}}, seeds  # rows[rank::2]
+    trained = [r for rs in ranks.values() for r in rs]
+    assert sorted((r["metadata"]["step"], r["metadata"]["episode"]) for r in trained) == [
+        (s, e) for s in (0, 1) for e in range(4)
+    ]
+    for r in trained:
+        meta = r["metadata"]
+        assert meta["policy_version"] == meta["step"] and 0 <= meta["staleness"] <= 1, meta
+        assert all(int(t["weight_version"]) <= meta["step"] for t in r["turns"])
