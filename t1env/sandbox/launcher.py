@@ -20,11 +20,20 @@ _lock = threading.Lock()
 _launcher: tuple[int, ThreadPoolExecutor] | None = None  # (pid, its one thread); a forked child makes its own
 
 
+def _forget() -> None:
+    """In a forked child: the parent's thread is not there, and its lock may have been held at the fork."""
+    global _lock, _launcher
+    _lock, _launcher = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
 def run(fn: Callable[..., T], *args, **kwargs) -> T:
     """``fn(*args, **kwargs)`` in the launcher thread (here if this is it), its result or its exception."""
     global _launcher
     with _lock:
-        if _launcher is None or _launcher[0] != os.getpid():  # none yet, or a forked child's (its thread is gone)
+        if _launcher is None or _launcher[0] != os.getpid():  # none yet (or a child forked without os.fork)
             _launcher = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="t1env-launcher"))
         pool = _launcher[1]
     if threading.current_thread().name.startswith("t1env-launcher"):
