@@ -71,6 +71,7 @@ from t1env.agent.protocol import (
     Protocol,
     format_observation,  # noqa: F401 - re-exported for callers of t1train.rollout.format_observation
 )
+from t1env.sandbox.local_zygote import ZygotePool, shared_max_idle
 from t1train.engines.base import FINISH_ABORT, FINISH_LENGTH, Engine, Generation, SamplingParams, episode_seed
 from t1train.tito import Tito, loss_region_drift, retokenize_drift_per_turn
 from t1train.trajectory import Segment, SegmentView, Trajectory, Turn
@@ -216,8 +217,6 @@ def make_env_factory(
     kwargs.setdefault("prestart", False)
     if executor is not None and executor.name != "inprocess":
         return lambda task: executor.make_env(task=task, backend=backend, task_dirs=task_dirs, **kwargs)
-
-    from t1env.sandbox.local_zygote import ZygotePool, shared_max_idle
 
     zygotes = ZygotePool(max_idle=shared_max_idle()) if backend == "local" else None
 
