@@ -15,6 +15,8 @@ from t1env.registry import get_task
 from t1env.sandbox import make_sandbox
 from t1env.sandbox.base import VerifierOptions
 
+from .conftest import play, results
+
 TASK = "hello-file"
 
 
@@ -25,20 +27,7 @@ def no_zygote(monkeypatch):
 
 
 def episode(prepare_verifier: bool, commands: list[str]) -> dict:
-    env = TerminalEnv(task=TASK, prestart=False, prepare_verifier=prepare_verifier)
-    try:
-        env.reset(seed=0)
-        for c in commands:
-            env.step({"command": c})
-        _, _, terminated, _, info = env.step({"submit": True})
-        assert terminated
-        return info
-    finally:
-        env.close()
-
-
-def results(info: dict) -> list[tuple[str, bool, str]]:
-    return [(c["name"], c["passed"], c["outcome"]) for c in info["checks"]]
+    return play(TASK, commands, prepare_verifier=prepare_verifier)
 
 
 def test_prepared_verifier_scores_what_a_cold_one_scores():

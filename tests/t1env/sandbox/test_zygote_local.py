@@ -15,6 +15,9 @@ from t1env.env import TerminalEnv
 from t1env.registry import get_task
 from t1env.sandbox.base import SandboxError
 
+from .conftest import play as episode
+from .conftest import results
+
 TASK = "hello-file"
 
 # A check that reports what its process sees, in its failure message: capabilities, no_new_privs, seccomp, the
@@ -44,25 +47,6 @@ def zygotes_on():
     lz._off = None
     yield
     lz._off = None
-
-
-def episode(task: str, commands: list[str], env: TerminalEnv | None = None, **kw) -> dict:
-    own = env is None
-    env = env or TerminalEnv(task=task, prestart=False, **kw)
-    try:
-        env.reset(seed=0, options={"task": task} if len(env.task_ids) > 1 else None)
-        for c in commands:
-            env.step({"command": c})
-        _, _, terminated, _, info = env.step({"submit": True})
-        assert terminated
-        return info
-    finally:
-        if own:
-            env.close()
-
-
-def results(info: dict) -> list[tuple[str, bool, str]]:
-    return [(c["name"], c["passed"], c["outcome"]) for c in info["checks"]]
 
 
 def facts(info: dict) -> dict:
