@@ -19,6 +19,7 @@ from t1env.agent.reference import NopAgent, OracleAgent, run_episode
 from t1env.env import TerminalEnv
 from t1env.registry import get_task
 from t1env.sandbox import make_sandbox
+from t1env.sandbox.local_zygote import ZygotePool
 from t1env.task import TaskError
 from t1env.tools.checks_lint import agent_code_problems
 from t1env.tools.exploits import run_gate, verdicts
@@ -87,7 +88,9 @@ def validate_task(
     try:
         v.problems += environment_problems(task, backend)
         v.problems += setup_leftover_problems(task, backend)
-        env = TerminalEnv(task=str(task.path), backend=backend)
+        # one verifier zygote pool for the oracle, no-op and exploit episodes of the task: pytest imported once
+        zygotes = ZygotePool(max_idle=max(2, exploit_jobs)) if backend == "local" else None
+        env = TerminalEnv(task=str(task.path), backend=backend, zygote_pool=zygotes)
         try:
             signatures = []
             for i in range(runs):
@@ -123,7 +126,7 @@ def validate_task(
                     f"only {ep.info['total']} checks; a task needs at least 3 for partial credit to mean something"
                 )
             if exploits:
-                results = run_gate(task, ep.info, backend=backend, jobs=exploit_jobs)
+                results = run_gate(task, ep.info, backend=backend, jobs=exploit_jobs, zygote_pool=zygotes)
                 v.exploits = [
                     {"name": r.name, "passed": r.passed, "total": r.total, "gained": r.gained, "error": r.error}
                     for r in results
@@ -131,6 +134,8 @@ def validate_task(
                 v.problems += verdicts(results, ep.info["passed"])
         finally:
             env.close()
+            if zygotes is not None:
+                zygotes.close()
     except Exception as e:  # a broken task must not stop validation of the others
         v.problems.append(f"{type(e).__name__}: {e}")
     v.ok = not v.problems
