@@ -382,11 +382,7 @@ class LocalSandbox(Sandbox):
                 pass_fds=(info_w, *self._launch_fds),
                 env=c.environ(),
             )
-            # from the launcher thread: --die-with-parent follows the thread that starts bwrap (launcher.py)
-            if self._userns and os.geteuid() == 0:
-                init = launcher.run(popen_as_root_of_new_userns, argv, self._join_and_limit(), self.HOST_ID_BASE, popen)
-            else:
-                init = launcher.run(subprocess.Popen, argv, preexec_fn=self._join_and_limit(), **popen)
+            init = self._start_bwrap(argv, popen)
         except BaseException:
             os.close(info_r)
             raise
@@ -452,6 +448,17 @@ class LocalSandbox(Sandbox):
         if not ok:
             lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip() and "WARNING" not in x]
             raise SandboxError(f"slirp4netns did not bring up the network: {lines[-1] if lines else 'no output'}")
+
+    def _start_bwrap(self, argv: list[str], popen: dict, cgroups: SandboxCgroups | None = None) -> subprocess.Popen:
+        """Start ``argv`` (a bwrap command line of this sandbox's shape: the agent's sandbox, a verifier, a zygote)
+        with ``popen``'s Popen arguments, in ``cgroups`` (default: the sandbox's) with its rlimits, as the root of a
+        new user namespace where the sandbox has one. Always from the launcher thread (``launcher.py``):
+        ``--die-with-parent`` follows the thread that starts bwrap, and these processes outlive their caller's."""
+        if self._userns and os.geteuid() == 0:
+            return launcher.run(
+                popen_as_root_of_new_userns, argv, self._join_and_limit(cgroups), self.HOST_ID_BASE, popen
+            )
+        return launcher.run(subprocess.Popen, argv, preexec_fn=self._join_and_limit(cgroups), **popen)
 
     def _join_and_limit(self, cgroups: SandboxCgroups | None = None) -> Callable[[], None]:
         """Runs between fork and exec: join the cgroups (``cgroups``, else the sandbox's), set rlimits

@@ -52,7 +52,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from t1env.sandbox import launcher, local_zygote
+from t1env.sandbox import local_zygote
 from t1env.sandbox.base import (
     PRIVATE_DIR,
     VERIFIER_DIR,
@@ -73,7 +73,6 @@ from t1env.sandbox.staging import copy_tree as _copy
 from t1env.sandbox.staging import make_readable as _readable
 from t1env.sandbox.staging import stage as _stage
 from t1env.sandbox.staging import stage_episode as _stage_episode
-from t1env.sandbox.userns import popen_as_root_of_new_userns
 
 
 class _ReadyCapture(OutputCapture):
@@ -193,12 +192,7 @@ def _launch_separate(
         start_new_session=True,
     )
     try:
-        # from the launcher thread: a prepared verifier outlives the thread that prepared it (launcher.py)
-        if box._userns and os.geteuid() == 0:
-            return launcher.run(
-                popen_as_root_of_new_userns, argv, box._join_and_limit(cgroups), box.HOST_ID_BASE, popen
-            )
-        return launcher.run(subprocess.Popen, argv, preexec_fn=box._join_and_limit(cgroups), **popen)
+        return box._start_bwrap(argv, popen, cgroups)  # a prepared verifier outlives the thread that prepared it
     finally:
         for f in box._launch_fds:
             os.close(f)

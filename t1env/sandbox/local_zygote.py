@@ -47,7 +47,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from t1env.sandbox import launcher, seccomp
+from t1env.sandbox import seccomp
 from t1env.sandbox.base import (
     PRIVATE_DIR,
     VERIFIER_DIR,
@@ -63,7 +63,6 @@ from t1env.sandbox.base import (
 from t1env.sandbox.bounded import OutputCapture
 from t1env.sandbox.cgroups import SandboxCgroups
 from t1env.sandbox.staging import stage
-from t1env.sandbox.userns import popen_as_root_of_new_userns
 
 log = logging.getLogger(__name__)
 
@@ -381,12 +380,8 @@ def _start(box, runtime: Path, key: tuple) -> Zygote:
 
 def _spawn(box, runtime: Path, key: tuple) -> Zygote:
     """Start a zygote's process (in its sandbox, cgroups and folder); :func:`_await_ready` waits for its ready.
-    It is started from the launcher thread (``t1env/sandbox/launcher.py``): a zygote outlives the episode, and the
-    thread, that warmed it."""
-    return launcher.run(_spawn_here, box, runtime, key)
-
-
-def _spawn_here(box, runtime: Path, key: tuple) -> Zygote:
+    Like every sandbox process it is started from the launcher thread (``box._start_bwrap``): a zygote outlives
+    the episode, and the thread, that warmed it."""
     folder = Path(tempfile.mkdtemp(prefix="t1-sbx-"))
     (folder / "owner").write_text(str(os.getpid()))
     cg = SandboxCgroups(f"t1-{uuid.uuid4().hex[:12]}-zygote", box.config.pids, box.config.memory_mb << 20)
@@ -401,10 +396,7 @@ def _spawn_here(box, runtime: Path, key: tuple) -> Zygote:
         argv = _argv(box, folder / "runtime")
         with open(folder / "zygote.log", "wb") as logf:
             popen = dict(stdin=theirs.fileno(), stdout=logf, stderr=logf, env=env, start_new_session=True)
-            if box._userns and os.geteuid() == 0:
-                proc = popen_as_root_of_new_userns(argv, box._join_and_limit(cg), box.HOST_ID_BASE, popen)
-            else:
-                proc = subprocess.Popen(argv, preexec_fn=box._join_and_limit(cg), **popen)
+            proc = box._start_bwrap(argv, popen, cg)
     except BaseException:
         ours.close()
         theirs.close()
