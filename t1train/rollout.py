@@ -207,8 +207,9 @@ def make_env_factory(
     ``task`` is a task id or a path to a task package; ``kwargs`` go to ``gym.make`` (``reward_mode``,
     ``max_turns``, ...). Each env plays one episode and is closed, so ``prestart`` is off unless asked for: a
     prestarted spare sandbox would never be used. The local envs it makes share one verifier zygote pool (pytest
-    imported once for all of them, not once per episode), which :meth:`RolloutRunner.run` ends when it returns. ``executor`` (``t1env.executor.make_executor``): a Ray executor
-    makes each env on a Ray worker instead (same arguments, same API).
+    imported once for all of them, not once per episode), which :meth:`RolloutRunner.run` ends when it returns.
+    ``executor`` (``t1env.executor.make_executor``): a Ray executor makes each env on a Ray worker instead (same
+    arguments, same API).
     """
     import gymnasium as gym
 
@@ -218,11 +219,10 @@ def make_env_factory(
     if executor is not None and executor.name != "inprocess":
         return lambda task: executor.make_env(task=task, backend=backend, task_dirs=task_dirs, **kwargs)
 
-    zygotes = ZygotePool(max_idle=shared_max_idle()) if backend == "local" else None
+    if backend == "local":
+        kwargs.setdefault("zygote_pool", ZygotePool(max_idle=shared_max_idle()))
 
     def make_env(task: str):
-        if zygotes is not None:
-            kwargs.setdefault("zygote_pool", zygotes)
         return gym.make("T1Terminal-v0", task=task, backend=backend, task_dirs=task_dirs, **kwargs)
 
     return make_env
