@@ -238,24 +238,17 @@ def test_async_training_plays_its_episodes_on_ray(cluster, tmp_path):
     from t1env.executor import RemoteEnv
     from t1train.models import tiny_moe
     from t1train.rollout import make_env_factory
-    from t1train.trainer import T1Config, T1Trainer
+    from t1train.trainer import T1Trainer
+
+    from ..t1train.conftest import tiny_config
 
     model, tok = tiny_moe()
-    args = T1Config(
-        output_dir=str(tmp_path / "out"),
+    args = tiny_config(
+        tmp_path / "out",
         tasks=["hello-file"],
-        train_seeds=[0, 1],
-        max_turns=2,
-        max_new_tokens=8,
-        num_generations=2,
-        per_device_train_batch_size=4,
         max_steps=2,
         rollout_concurrency=2,
         system_prompt="Use ```bash blocks. SUBMIT when done.",
-        disable_tqdm=True,
-        save_strategy="no",
-        report_to="none",
-        seed=0,
         async_rl={"max_staleness": 1},
     )
     ray_ex = RayExecutor(None, workers=2)
